@@ -1,0 +1,111 @@
+//! The one error type of the crate.
+//!
+//! Each variant says what the caller can do about it: fix the input
+//! ([`Error::InvalidPath`], [`Error::InvalidArgument`], [`Error::InvalidConnectString`]),
+//! fix the ensemble's configuration ([`Error::NoAuth`], [`Error::EphemeralParent`]),
+//! try again later ([`Error::Unreachable`], [`Error::ConnectionLoss`],
+//! [`Error::SessionExpired`]), or stop ([`Error::Closed`], [`Error::LockLost`]).
+
+/// Errors returned by zk-recipes.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The znode path is malformed; nothing was sent to ZooKeeper.
+    #[error("invalid znode path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// An argument other than a path is unusable (for example an empty participant id);
+    /// nothing was sent to ZooKeeper.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The connect string cannot be parsed.
+    #[error("invalid connect string {hosts:?}: {reason}")]
+    InvalidConnectString {
+        /// The connect string as given.
+        hosts: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// No ZooKeeper server could be reached (or no session established) in time.
+    #[error("no ZooKeeper server of {hosts:?} reachable: {reason}")]
+    Unreachable {
+        /// The connect string.
+        hosts: String,
+        /// What the client reported.
+        reason: String,
+    },
+
+    /// The server refused the operation for lack of permission (ACL).
+    #[error("not authorized to use {path:?} (ACL denies it)")]
+    NoAuth {
+        /// The node the operation was refused on.
+        path: String,
+    },
+
+    /// The recipe's root path lies under an ephemeral node, which cannot have children.
+    #[error("{path:?} lies under an ephemeral node, which cannot have children")]
+    EphemeralParent {
+        /// The recipe's root path.
+        path: String,
+    },
+
+    /// The connection was lost while the operation was in flight; whether it took effect is
+    /// unknown. The session may still be alive: retry.
+    #[error("connection to ZooKeeper lost; the outcome of the operation is unknown")]
+    ConnectionLoss,
+
+    /// The ZooKeeper session the operation ran on expired. [`Session`](crate::Session) is
+    /// making a new one; retry.
+    #[error("ZooKeeper session expired")]
+    SessionExpired,
+
+    /// The lock (or leadership) was already lost when it was released: the session expired,
+    /// the connection was suspended, or the node was deleted. Nothing was deleted.
+    #[error("lock on {node:?} was already lost")]
+    LockLost {
+        /// The node that held the lock.
+        node: String,
+    },
+
+    /// The [`Session`](crate::Session) was closed.
+    #[error("session closed")]
+    Closed,
+
+    /// Any other failure reported by ZooKeeper or the client.
+    #[error("ZooKeeper error: {0}")]
+    ZooKeeper(#[source] zookeeper_client::Error),
+}
+
+impl Error {
+    /// Maps a client error, naming `path` where the error is about a node.
+    pub(crate) fn at(path: &str, err: zookeeper_client::Error) -> Error {
+        use zookeeper_client::Error as Zk;
+        match err {
+            Zk::NoAuth => Error::NoAuth { path: path.into() },
+            Zk::NoChildrenForEphemerals => Error::EphemeralParent { path: path.into() },
+            other => Error::from(other),
+        }
+    }
+}
+
+impl From<zookeeper_client::Error> for Error {
+    fn from(err: zookeeper_client::Error) -> Error {
+        use zookeeper_client::Error as Zk;
+        match err {
+            Zk::ConnectionLoss | Zk::Timeout => Error::ConnectionLoss,
+            Zk::SessionExpired => Error::SessionExpired,
+            Zk::ClientClosed => Error::Closed,
+            other => Error::ZooKeeper(other),
+        }
+    }
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

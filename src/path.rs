@@ -1,0 +1,127 @@
+//! Znode path validation and joining.
+//!
+//! A recipe root must be an absolute ZooKeeper path that the server would accept: it starts
+//! with `/`, has no empty, `.` or `..` component, no trailing `/`, and no character ZooKeeper
+//! rejects (NUL, control characters, the surrogate and private-use range, `U+FFF0`–`U+FFFF`).
+//! The root `/` itself and the reserved `/zookeeper` subtree are refused as recipe roots.
+//! Validation happens before any request is sent.
+
+use crate::error::{Error, Result};
+
+/// Checks that `path` can be the root of a recipe; returns it unchanged.
+pub(crate) fn validate_root(path: &str) -> Result<&str> {
+    reason(path).map_or(Ok(path), |reason| {
+        Err(Error::InvalidPath {
+            path: path.to_owned(),
+            reason,
+        })
+    })
+}
+
+/// Why `path` cannot be a recipe root, if it cannot.
+fn reason(path: &str) -> Option<&'static str> {
+    if path.is_empty() {
+        return Some("path is empty");
+    }
+    if !path.starts_with('/') {
+        return Some("path must be absolute (start with '/')");
+    }
+    if path == "/" {
+        return Some("the root node cannot be a recipe root");
+    }
+    if path.ends_with('/') {
+        return Some("path must not end with '/'");
+    }
+    if path == "/zookeeper" || path.starts_with("/zookeeper/") {
+        return Some("the /zookeeper subtree is reserved");
+    }
+    if let Some(c) = path.chars().find(|&c| !allowed(c)) {
+        return Some(if c == '\0' {
+            "path contains a NUL character"
+        } else {
+            "path contains a character ZooKeeper rejects"
+        });
+    }
+    path[1..].split('/').find_map(component_reason)
+}
+
+fn component_reason(component: &str) -> Option<&'static str> {
+    match component {
+        "" => Some("path contains an empty component ('//')"),
+        "." | ".." => Some("path contains a relative component ('.' or '..')"),
+        _ => None,
+    }
+}
+
+/// The characters ZooKeeper's `PathUtils.validatePath` accepts.
+fn allowed(c: char) -> bool {
+    !matches!(c,
+        '\u{0}'..='\u{1f}'
+        | '\u{7f}'..='\u{9f}'
+        | '\u{e000}'..='\u{f8ff}'
+        | '\u{fff0}'..='\u{ffff}')
+}
+
+/// `parent/child` for a validated root and a child name.
+pub(crate) fn join(parent: &str, child: &str) -> String {
+    let mut path = String::with_capacity(parent.len() + 1 + child.len());
+    path.push_str(parent);
+    path.push('/');
+    path.push_str(child);
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(path: &str) -> &'static str {
+        match validate_root(path) {
+            Err(Error::InvalidPath { path: p, reason }) => {
+                assert_eq!(p, path);
+                reason
+            }
+            other => panic!("{path:?} was not rejected: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_malformed_paths_with_their_reason() {
+        assert_eq!(rejected(""), "path is empty");
+        assert!(rejected("locks/a").contains("absolute"));
+        assert!(rejected("/locks/").contains("end with '/'"));
+        assert!(rejected("/locks//a").contains("empty component"));
+        assert!(rejected("/locks/./a").contains("relative"));
+        assert!(rejected("/locks/..").contains("relative"));
+        assert!(rejected("/a\0b").contains("NUL"));
+        assert!(rejected("/a\u{1}b").contains("rejects"));
+        assert!(rejected("/a\u{7f}").contains("rejects"));
+        assert!(rejected("/a\u{e000}").contains("rejects"));
+        assert!(rejected("/a\u{fff5}").contains("rejects"));
+        assert!(rejected("/").contains("root node"));
+        assert!(rejected("/zookeeper").contains("reserved"));
+        assert!(rejected("/zookeeper/quota").contains("reserved"));
+    }
+
+    #[test]
+    fn accepts_valid_paths() {
+        for path in [
+            "/a",
+            "/locks/orders",
+            "/locks/orders-2024_v1.x",
+            "/a/b/c/d/e",
+            "/..a/b..",
+            "/.hidden",
+            "/zookeeper2",
+            "/ünïcødé/路径",
+            "/with space",
+        ] {
+            assert_eq!(validate_root(path).ok(), Some(path), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn joins() {
+        assert_eq!(join("/a/b", "c"), "/a/b/c");
+    }
+}

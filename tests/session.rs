@@ -1,0 +1,202 @@
+//! `Session` against real ZooKeeper servers started by the harness.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{unique_root, Ensemble};
+use tokio::sync::watch;
+use zk_recipes::{Error, Mutex, Session, SessionEvent};
+use zookeeper_client::{Acls, CreateMode};
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn session(hosts: &str, timeout: Duration) -> Session {
+    Session::builder()
+        .session_timeout(timeout)
+        .connect(hosts)
+        .await
+        .expect("connect")
+}
+
+/// Records every state the receiver observes.
+fn record(mut events: watch::Receiver<SessionEvent>) -> watch::Receiver<Vec<SessionEvent>> {
+    let (seen_tx, seen) = watch::channel(vec![*events.borrow_and_update()]);
+    tokio::spawn(async move {
+        while events.changed().await.is_ok() {
+            let event = *events.borrow_and_update();
+            seen_tx.send_modify(|seen| seen.push(event));
+        }
+    });
+    seen
+}
+
+/// Waits until the recorded events end with `tail`.
+async fn await_events(seen: &mut watch::Receiver<Vec<SessionEvent>>, tail: &[SessionEvent]) {
+    let wait = async { seen.wait_for(|seen| seen.ends_with(tail)).await.is_ok() };
+    let arrived = tokio::time::timeout(PATIENCE, wait).await.unwrap_or(false);
+    assert!(
+        arrived,
+        "events {:?} never ended with {tail:?}",
+        *seen.borrow()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connects_to_standalone_and_to_an_ensemble() {
+    for n in [1, 3] {
+        let ensemble = Ensemble::shared(n).await;
+        let s = session(&ensemble.connect_string(), Duration::from_secs(4)).await;
+        assert_eq!(*s.events().borrow(), SessionEvent::Connected);
+        let client = s.client().expect("live");
+        client.list_children("/").await.expect("a request works");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_the_leader_server_keeps_the_session() {
+    let ensemble = Ensemble::start(3).await;
+    let s = session(&ensemble.connect_string(), Duration::from_secs(4)).await;
+    let mut seen = record(s.events());
+    let id = s.client().unwrap().session_id();
+    let leader = ensemble.wait_for_leader(PATIENCE).await;
+    ensemble.kill(leader);
+    let new_leader = ensemble.wait_for_leader(PATIENCE).await;
+    assert_ne!(new_leader, leader);
+    // The session survives: whether or not its own server died, a request works on the
+    // same session once a quorum is back.
+    let client = s.client().expect("live");
+    tokio::time::timeout(PATIENCE, client.sync("/"))
+        .await
+        .expect("sync in time")
+        .expect("sync");
+    assert_eq!(client.session_id(), id, "the session was replaced");
+    let events = seen.borrow_and_update().clone();
+    assert!(!events.contains(&SessionEvent::Expired), "{events:?}");
+    if events.contains(&SessionEvent::Suspended) {
+        await_events(&mut seen, &[SessionEvent::Reconnected]).await;
+    }
+    ensemble.restart(leader).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_connection_suspends_and_restoring_reconnects() {
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let s = session(&proxy.address(), Duration::from_secs(10)).await;
+    let mut seen = record(s.events());
+    let id = s.client().unwrap().session_id();
+    proxy.cut();
+    await_events(&mut seen, &[SessionEvent::Suspended]).await;
+    proxy.restore();
+    await_events(
+        &mut seen,
+        &[SessionEvent::Suspended, SessionEvent::Reconnected],
+    )
+    .await;
+    assert_eq!(s.client().unwrap().session_id(), id);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_session_is_replaced_by_a_new_one() {
+    let ensemble = Ensemble::shared(1).await;
+    let hosts = ensemble.connect_string();
+    let s = session(&hosts, Duration::from_secs(4)).await;
+    let mut seen = record(s.events());
+    let old = s.client().unwrap();
+    support::expire_session(&hosts, old.session()).await;
+    await_events(&mut seen, &[SessionEvent::Expired, SessionEvent::Connected]).await;
+    let new = s.client().expect("a new live session");
+    assert_ne!(new.session_id(), old.session_id());
+    new.list_children("/").await.expect("the new session works");
+    // Recipes use the new session.
+    let root = unique_root("renewed");
+    let guard = Mutex::new(&s, &root).unwrap().lock().await.unwrap();
+    let (_, stat) = new.get_data(guard.node()).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, new.session_id().0);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unreachable_hosts_fail_within_the_connection_timeout() {
+    let limit = Duration::from_millis(1500);
+    let started = Instant::now();
+    let result = Session::builder()
+        .connection_timeout(limit)
+        .connect("127.0.0.1:1,127.0.0.1:2")
+        .await;
+    let elapsed = started.elapsed();
+    match result {
+        Err(Error::Unreachable { hosts, .. }) => assert_eq!(hosts, "127.0.0.1:1,127.0.0.1:2"),
+        other => panic!("connecting to nothing: {other:?}"),
+    }
+    assert!(elapsed >= limit, "gave up early: {elapsed:?}");
+    assert!(elapsed < limit + Duration::from_secs(2), "took {elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_connect_strings_are_refused() {
+    for hosts in ["", "  ", "127.0.0.1:2181,", "127.0.0.1:notaport"] {
+        match Session::connect(hosts).await {
+            Err(Error::InvalidConnectString { .. }) => {}
+            other => panic!("{hosts:?}: {other:?}"),
+        }
+    }
+    match Session::builder()
+        .chroot("relative")
+        .connect("127.0.0.1:2181")
+        .await
+    {
+        Err(Error::InvalidPath { .. }) => {}
+        other => panic!("bad chroot: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chroot_confines_the_recipes() {
+    let ensemble = Ensemble::shared(1).await;
+    let hosts = ensemble.connect_string();
+    let chroot = unique_root("chroot");
+    let admin = session(&hosts, Duration::from_secs(4))
+        .await
+        .client()
+        .unwrap();
+    admin
+        .create(
+            &chroot,
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    let confined = Session::builder()
+        .chroot(chroot.clone())
+        .connect(&hosts)
+        .await
+        .unwrap();
+    let guard = Mutex::new(&confined, "/locks/x")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let inside = admin
+        .list_children(&format!("{chroot}/locks/x"))
+        .await
+        .unwrap();
+    assert_eq!(inside.len(), 1);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_session_refuses_work() {
+    let ensemble = Ensemble::shared(1).await;
+    let s = session(&ensemble.connect_string(), Duration::from_secs(4)).await;
+    let mutex = Mutex::new(&s, &unique_root("closed")).unwrap();
+    s.close();
+    assert_eq!(*s.events().borrow(), SessionEvent::Closed);
+    assert!(s.client().is_none());
+    match mutex.lock().await {
+        Err(Error::Closed) => {}
+        other => panic!("lock on a closed session: {other:?}"),
+    }
+}
