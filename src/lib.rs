@@ -4,29 +4,42 @@
 //!   arrival and each watches only its predecessor, so a release wakes one waiter, not all
 //!   (no herd effect). Blocking, non-blocking and bounded-wait acquisition; fencing tokens;
 //!   a guard that learns when its lock is lost; cancellation that never leaks a node.
-//! * [`LeaderElection`]: master/follower roles on the same queue.
+//! * `LeaderElection` (next): master/follower roles on the same queue.
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!
 //! Both recipes name their nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`), so a Rust
 //! service can share a lock path with Java services using Curator's `InterProcessMutex`.
 //!
 //! ```no_run
-//! use zk_recipes::{Error, Session};
+//! use std::time::Duration;
+//! use zk_recipes::{Error, Mutex, Session};
 //!
 //! # async fn demo() -> Result<(), Error> {
 //! let session = Session::connect("127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183").await?;
-//! let mut events = session.events();
-//! events.changed().await.ok();
-//! println!("session is now {:?}", *events.borrow());
+//! let mutex = Mutex::new(&session, "/locks/orders")?;
+//!
+//! if let Some(guard) = mutex.try_lock_for(Duration::from_secs(2)).await? {
+//!     let token = guard.fencing_token(); // hand it to the resource you write to
+//!     tokio::select! {
+//!         _ = do_the_work(token) => {}
+//!         loss = guard.lost() => eprintln!("lock lost ({loss:?}); stopping"),
+//!     }
+//!     guard.release().await?;
+//! }
 //! # Ok(()) }
+//! # async fn do_the_work(_token: u64) {}
 //! ```
 //!
 //! zookeeper-client needs its `tokio` feature when it runs inside tokio (this crate turns it
 //! on); every async method here must be called from within a tokio runtime.
 
 mod error;
+mod lock;
 mod path;
+mod queue;
 mod session;
 
 pub use error::{Error, Result};
+pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
+pub use queue::Loss;
 pub use session::{Session, SessionBuilder, SessionEvent};

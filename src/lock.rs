@@ -1,0 +1,455 @@
+//! A distributed mutex: at most one holder across every process and session that locks the
+//! same path.
+//!
+//! Each acquisition enters the contender queue under the lock path with an
+//! EPHEMERAL_SEQUENTIAL node named `_c_<uuid>-lock-<seq>`, as Apache Curator's
+//! `InterProcessMutex` does, so Rust and Java services can share one lock. The lowest node
+//! holds; every waiter watches only its immediate predecessor, so a release wakes exactly one
+//! waiter. Waiters are served in the order they arrived.
+//!
+//! * **Fencing.** [`MutexGuard::fencing_token`] is the zxid that created the holder's node:
+//!   it grows with every new holder, so a resource that remembers the largest token it has
+//!   seen can refuse a stale holder.
+//! * **Loss.** A holder is told when it can no longer trust its lock:
+//!   [`MutexGuard::lost`] resolves when the session expires, the connection is suspended
+//!   (see [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension)),
+//!   or the node is deleted by anyone.
+//! * **Leaving.** Release, a timed-out or cancelled wait, and a dropped guard all delete the
+//!   node; after any outcome but "holding", no node of this `Mutex` is left in ZooKeeper.
+//! * **Re-entrancy.** A `Mutex` value is one participant: [`Mutex::lock`] on a value that
+//!   already holds the lock returns another guard at once, and the node is deleted when the
+//!   last guard goes. Concurrent acquisitions through one value are served one at a time.
+//! * **Session expiry.** A `lock()` that was waiting when its session expired enters the
+//!   queue again on the new session (at its end: its old place died with the old session).
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{debug, info, info_span, warn, Instrument, Span};
+use zookeeper_client::SessionState;
+
+use crate::error::{Error, Result};
+use crate::queue::{Contender, Loss, Queue};
+use crate::session::Session;
+
+/// How long a waiter that gives up may spend deleting its node before leaving that to the
+/// background.
+const LEAVE_GRACE: Duration = Duration::from_secs(1);
+
+/// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and
+/// swap [`Mutex`] for another lock or an in-memory fake in its own tests.
+#[async_trait]
+pub trait DistributedLock: Send + Sync {
+    /// Waits as long as it takes to hold the lock.
+    async fn lock(&self) -> Result<Box<dyn LockGuard>>;
+    /// Takes the lock if nobody holds it or waits for it; never waits on a holder.
+    async fn try_lock(&self) -> Result<Option<Box<dyn LockGuard>>>;
+    /// Waits at most `timeout` to hold the lock.
+    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn LockGuard>>>;
+}
+
+/// A held [`DistributedLock`]; releases on drop.
+#[async_trait]
+pub trait LockGuard: Send + Sync + std::fmt::Debug {
+    /// A number that grows with every new holder of the lock.
+    fn fencing_token(&self) -> u64;
+    /// Whether the lock can no longer be trusted.
+    fn is_lost(&self) -> bool;
+    /// Resolves once the lock can no longer be trusted.
+    async fn lost(&self) -> Loss;
+    /// Releases the lock and waits for the release to be confirmed.
+    async fn release(self: Box<Self>) -> Result<()>;
+}
+
+/// A distributed mutex on one ZooKeeper path; see the [module docs](self).
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::Mutex;
+///
+/// let mutex = Mutex::new(&session, "/locks/orders")?;
+/// let guard = mutex.lock().await?;
+/// // ... work, passing guard.fencing_token() to the resource ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Mutex {
+    session: Session,
+    queue: Queue,
+    acquiring: tokio::sync::Mutex<()>,
+    held: std::sync::Mutex<Weak<Held>>,
+}
+
+/// When an acquisition gives up.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    Forever,
+    Never,
+    Until(Instant),
+}
+
+impl Wait {
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Wait::Until(deadline) => Some(deadline),
+            Wait::Forever | Wait::Never => None,
+        }
+    }
+}
+
+impl Mutex {
+    /// A mutex on `path` (created, with missing parents, as container nodes on first use).
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `path` is malformed; nothing is sent to ZooKeeper.
+    pub fn new(session: &Session, path: &str) -> Result<Mutex> {
+        Ok(Mutex {
+            session: session.clone(),
+            queue: Queue::new(path, "lock-")?,
+            acquiring: tokio::sync::Mutex::new(()),
+            held: std::sync::Mutex::new(Weak::new()),
+        })
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        self.queue.root()
+    }
+
+    /// Waits as long as it takes to hold the lock; returns at once if this `Mutex` value
+    /// already holds it.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes.
+    /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.
+    /// * [`Error::LockLost`] if this value holds a guard whose lock was lost: release it first.
+    /// * [`Error::Closed`] if the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future (for example under `tokio::time::timeout`) deletes
+    /// the waiter's node in the background, even if the reply to its create was lost.
+    pub async fn lock(&self) -> Result<MutexGuard> {
+        match self.acquire(Wait::Forever).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Closed),
+        }
+    }
+
+    /// Takes the lock if no other contender is ahead; never waits on a holder.
+    ///
+    /// Costs one round trip: the create and the listing that decides are sent together.
+    /// Returns `None`, with the node deleted, if the lock is held or waited for.
+    ///
+    /// # Notable errors
+    /// As [`lock`](Self::lock), and [`Error::SessionExpired`] if the session expired while
+    /// trying or no session is live (a new one is being made): it does not wait for one.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<Option<MutexGuard>> {
+        self.acquire(Wait::Never).await
+    }
+
+    /// Waits at most `timeout` to hold the lock; `None` if it did not, with the node deleted
+    /// before it returns (or, if the connection is down, in the background).
+    ///
+    /// The bound covers waiting for a session, for the queue and for the holder.
+    ///
+    /// # Notable errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
+        self.acquire(Wait::Until(Instant::now() + timeout)).await
+    }
+
+    async fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard>> {
+        let deadline = wait.deadline();
+        let Some(_turn) = bounded(deadline, async { Ok(self.acquiring.lock().await) }).await?
+        else {
+            return Ok(None);
+        };
+        if let Some(guard) = self.reenter()? {
+            return Ok(Some(guard));
+        }
+        let span = info_span!(
+            "zk.lock.acquire",
+            path = %self.path(),
+            node = tracing::field::Empty,
+            position = tracing::field::Empty,
+            waited_ms = tracing::field::Empty,
+        );
+        self.contend(wait).instrument(span).await
+    }
+
+    /// Another guard on the lock this value holds, if it holds it.
+    fn reenter(&self) -> Result<Option<MutexGuard>> {
+        let held = self.held.lock().ok().and_then(|held| held.upgrade());
+        match held {
+            Some(held) if held.is_lost() => Err(Error::LockLost {
+                node: held.node.clone(),
+            }),
+            Some(held) => {
+                debug!(node = %held.node, "re-entered");
+                Ok(Some(MutexGuard { held }))
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn contend(&self, wait: Wait) -> Result<Option<MutexGuard>> {
+        let started = Instant::now();
+        let deadline = wait.deadline();
+        loop {
+            let client = match wait {
+                Wait::Never => self.session.live_now()?,
+                _ => match bounded(deadline, self.session.live()).await? {
+                    Some(client) => client,
+                    None => return Ok(None),
+                },
+            };
+            let Some(mut contender) = bounded(deadline, self.queue.enter(&client, &[])).await?
+            else {
+                return Ok(None);
+            };
+            Span::current().record("node", contender.node());
+            Span::current().record("position", contender.ahead());
+            if matches!(wait, Wait::Never) && !contender.is_first() {
+                debug!(ahead = contender.ahead(), "lock is taken");
+                give_up(contender).await;
+                return Ok(None);
+            }
+            match contender.wait_first(deadline).await {
+                Ok(true) => return Ok(Some(self.hold(contender, started))),
+                Ok(false) => {
+                    debug!("gave up waiting");
+                    give_up(contender).await;
+                    return Ok(None);
+                }
+                Err(Error::SessionExpired) if !matches!(wait, Wait::Never) => {
+                    warn!("session expired while waiting; entering the queue again");
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn hold(&self, contender: Contender, started: Instant) -> MutexGuard {
+        let waited = started.elapsed();
+        Span::current().record("waited_ms", waited.as_millis() as u64);
+        info!(node = %contender.node(), token = contender.czxid(), ?waited, "acquired");
+        let held = Held::watch(contender, self.session.tolerates_suspension());
+        if let Ok(mut slot) = self.held.lock() {
+            *slot = Arc::downgrade(&held);
+        }
+        MutexGuard { held }
+    }
+}
+
+/// Runs `work` until `deadline`; `Ok(None)` if the deadline passed first.
+async fn bounded<T>(
+    deadline: Option<Instant>,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<Option<T>> {
+    match deadline {
+        None => work.await.map(Some),
+        Some(deadline) => match tokio::time::timeout_at(deadline.into(), work).await {
+            Ok(done) => done.map(Some),
+            Err(_) => Ok(None),
+        },
+    }
+}
+
+/// Deletes a waiter's node: at once while connected, in the background otherwise.
+async fn give_up(contender: Contender) {
+    if contender.client().state() != SessionState::SyncConnected {
+        drop(contender);
+        return;
+    }
+    if let Ok(Err(err)) = tokio::time::timeout(LEAVE_GRACE, contender.leave()).await {
+        debug!(%err, "leaving the queue failed; retrying in the background");
+    }
+}
+
+/// The state of one acquisition, shared by its guards.
+#[derive(Debug)]
+struct Held {
+    node: String,
+    token: u64,
+    contender: Option<Contender>,
+    loss: watch::Receiver<Option<Loss>>,
+    monitor: JoinHandle<()>,
+}
+
+impl Held {
+    /// Starts watching for the loss of `contender`'s lock.
+    fn watch(contender: Contender, tolerate_suspension: bool) -> Arc<Held> {
+        let (report, loss) = watch::channel(None);
+        let node = contender.node().to_owned();
+        let token = u64::try_from(contender.czxid()).unwrap_or_default();
+        let probe = contender.probe();
+        let monitor = tokio::spawn(
+            async move {
+                let loss = probe.lost(tolerate_suspension).await;
+                warn!(?loss, "lock lost");
+                report.send_replace(Some(loss));
+            }
+            .instrument(info_span!("zk.lock.held", node = %node)),
+        );
+        let contender = Some(contender);
+        Arc::new(Held {
+            node,
+            token,
+            contender,
+            loss,
+            monitor,
+        })
+    }
+
+    fn is_lost(&self) -> bool {
+        self.loss.borrow().is_some()
+    }
+
+    async fn lost(&self) -> Loss {
+        let mut loss = self.loss.clone();
+        let seen = loss.wait_for(Option::is_some).await.map(|loss| *loss);
+        seen.ok().flatten().unwrap_or(Loss::Closed)
+    }
+
+    /// Deletes the node, unless the lock was lost in a way that makes that pointless.
+    async fn release(mut self) -> Result<()> {
+        self.monitor.abort();
+        let lost = *self.loss.borrow();
+        let Some(contender) = self.contender.take() else {
+            return Ok(());
+        };
+        let node = self.node.clone();
+        let lost_error = || Error::LockLost { node: node.clone() };
+        match lost {
+            Some(Loss::SessionExpired | Loss::Closed | Loss::NodeDeleted) => {
+                contender.disown();
+                return Err(lost_error());
+            }
+            Some(Loss::Suspended) if contender.client().state() != SessionState::SyncConnected => {
+                drop(contender);
+                return Err(lost_error());
+            }
+            _ => {}
+        }
+        match contender.leave().await {
+            Ok(true) if lost.is_none() => {
+                info!(%node, "released");
+                Ok(())
+            }
+            Ok(_) => Err(lost_error()),
+            Err(Error::SessionExpired | Error::Closed) => Err(lost_error()),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.monitor.abort();
+        if let Some(contender) = self.contender.take() {
+            debug!(node = %self.node, "guard dropped; releasing in the background");
+            drop(contender);
+        }
+    }
+}
+
+/// Proof of holding a [`Mutex`]; releases the lock when dropped (in the background).
+#[derive(Debug)]
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct MutexGuard {
+    held: Arc<Held>,
+}
+
+impl MutexGuard {
+    /// The fencing token: the zxid that created the holder's node. It is strictly greater
+    /// for every later holder of this lock path, so a resource that remembers the largest
+    /// token it has accepted can refuse a holder that lost the lock without knowing.
+    pub fn fencing_token(&self) -> u64 {
+        self.held.token
+    }
+
+    /// Full path of the znode that holds the lock.
+    pub fn node(&self) -> &str {
+        &self.held.node
+    }
+
+    /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)).
+    pub fn is_lost(&self) -> bool {
+        self.held.is_lost()
+    }
+
+    /// Resolves once the lock can no longer be trusted: the session expired, the
+    /// connection was suspended, or the node was deleted; says which.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) -> Loss {
+        self.held.lost().await
+    }
+
+    /// Releases the lock and waits until the server confirms. A nested guard (from a
+    /// re-entrant `lock()`) only gives up its share; the node goes with the last guard.
+    ///
+    /// # Notable errors
+    /// * [`Error::LockLost`] if the lock was lost before the release. Nothing of anyone
+    ///   else's is deleted; if the session is gone this returns at once.
+    /// * [`Error::ConnectionLoss`] if the connection broke during the delete; the node is
+    ///   then deleted in the background.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an unfinished release is finished in the background.
+    pub async fn release(self) -> Result<()> {
+        match Arc::try_unwrap(self.held) {
+            Ok(held) => held.release().await,
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl LockGuard for MutexGuard {
+    fn fencing_token(&self) -> u64 {
+        MutexGuard::fencing_token(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        MutexGuard::is_lost(self)
+    }
+
+    async fn lost(&self) -> Loss {
+        MutexGuard::lost(self).await
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        MutexGuard::release(*self).await
+    }
+}
+
+#[async_trait]
+impl DistributedLock for Mutex {
+    async fn lock(&self) -> Result<Box<dyn LockGuard>> {
+        Ok(Box::new(Mutex::lock(self).await?))
+    }
+
+    async fn try_lock(&self) -> Result<Option<Box<dyn LockGuard>>> {
+        Ok(Mutex::try_lock(self)
+            .await?
+            .map(|guard| Box::new(guard) as Box<dyn LockGuard>))
+    }
+
+    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn LockGuard>>> {
+        Ok(Mutex::try_lock_for(self, timeout)
+            .await?
+            .map(|guard| Box::new(guard) as Box<dyn LockGuard>))
+    }
+}

@@ -1,0 +1,679 @@
+//! The contender queue both recipes are built on (crate-private).
+//!
+//! A contender is an EPHEMERAL_SEQUENTIAL child `ROOT/_c_<uuid>-<name><seq>` of the recipe
+//! root (Apache Curator's "protected" naming; `name` is `lock-` or `latch-`). Contenders are
+//! ordered by the sequence suffix of *every* child, whatever its prefix, so foreign clients
+//! on the same root (Curator, kazoo) take part in the same order. The lowest contender is
+//! first; every other one watches only its immediate predecessor, with a data watch.
+//!
+//! * Entering costs one round trip: the create and the child listing are sent back to back
+//!   on one session, so the listing already holds the new node.
+//! * A contender remembers the lower nodes it saw. Sequence numbers only grow, so no new node
+//!   can appear below it: when its predecessor goes it watches the next lower one it knows
+//!   of, and needs no new listing. A hand-off costs the same whatever the queue's length.
+//! * A [`Contender`] owns its node: dropping it deletes the node in the background. A create
+//!   whose reply was lost is found again by its uuid, so no outcome but "in the queue"
+//!   leaves a node behind.
+
+use std::cmp::Ordering;
+use std::time::Instant;
+
+use tracing::{debug, debug_span, warn, Instrument};
+use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, EventType, SessionState};
+
+use crate::error::{Error, Result};
+use crate::path;
+
+const SEQUENCE_DIGITS: usize = 10;
+
+/// A recipe root and the contender name used under it.
+#[derive(Clone, Debug)]
+pub(crate) struct Queue {
+    root: String,
+    name: &'static str,
+}
+
+impl Queue {
+    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`.
+    pub(crate) fn new(root: &str, name: &'static str) -> Result<Queue> {
+        Ok(Queue {
+            root: path::validate_root(root)?.to_owned(),
+            name,
+        })
+    }
+
+    pub(crate) fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Creates a contender node holding `data`, creating missing parents of the root as
+    /// container nodes.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a node whose create was sent is deleted in the background, found by its
+    /// uuid if the reply never came.
+    pub(crate) async fn enter(&self, client: &Client, data: &[u8]) -> Result<Contender> {
+        let creating = Creating::new(client, &self.root);
+        let prefix = format!("{}/_c_{}-{}", self.root, creating.uuid, self.name);
+        let span = debug_span!("zk.queue.enter", root = %self.root, node = tracing::field::Empty);
+        async move {
+            let contender = self.create(creating, &prefix, data).await?;
+            tracing::Span::current().record("node", contender.node.as_str());
+            debug!(position = contender.below.len(), "entered the queue");
+            Ok(contender)
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn create(&self, creating: Creating, prefix: &str, data: &[u8]) -> Result<Contender> {
+        const OPTIONS: CreateOptions<'static> =
+            CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        let mut made_root = false;
+        loop {
+            let client = &creating.client;
+            let create = client.create(prefix, data, &OPTIONS);
+            let list = client.list_children(&self.root);
+            let created = create.await;
+            let listed = list.await;
+            match created {
+                Ok((stat, sequence)) => {
+                    let node = format!("{prefix}{sequence}");
+                    let children = match listed {
+                        Ok(children) => children,
+                        Err(_) => self.list(client).await?,
+                    };
+                    return Ok(creating.into_contender(node, stat.czxid, &children));
+                }
+                Err(zookeeper_client::Error::NoNode) if !made_root => {
+                    made_root = true;
+                    self.make_root(client).await?;
+                }
+                Err(zookeeper_client::Error::ConnectionLoss | zookeeper_client::Error::Timeout) => {
+                    if let Some(contender) = creating.recover(self).await? {
+                        return Ok(contender);
+                    }
+                }
+                Err(err) => return Err(Error::at(&self.root, err)),
+            }
+        }
+    }
+
+    /// Creates the root and its missing parents as container nodes.
+    async fn make_root(&self, client: &Client) -> Result<()> {
+        const OPTIONS: CreateOptions<'static> = CreateMode::Container.with_acls(Acls::anyone_all());
+        debug!(root = %self.root, "creating the recipe root");
+        retry(client, || client.mkdir(&self.root, &OPTIONS))
+            .await
+            .map_err(|err| match err {
+                Error::ZooKeeper(zookeeper_client::Error::NoNode) => Error::InvalidPath {
+                    path: self.root.clone(),
+                    reason: "the session's chroot does not exist",
+                },
+                err => err.at_root(&self.root),
+            })
+    }
+
+    /// The children of the root, retried across connection loss.
+    pub(crate) async fn list(&self, client: &Client) -> Result<Vec<String>> {
+        match retry(client, || client.list_children(&self.root)).await {
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(Vec::new()),
+            other => other.map_err(|err| err.at_root(&self.root)),
+        }
+    }
+
+    /// The contenders under the root, first first, as `(name, data)`; for observers.
+    pub(crate) async fn contenders(&self, client: &Client) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut names = self.list(client).await?;
+        sort_contenders(&mut names);
+        let reads: Vec<_> = names
+            .iter()
+            .map(|name| client.get_data(&path::join(&self.root, name)))
+            .collect();
+        let mut contenders = Vec::with_capacity(names.len());
+        for (name, read) in names.into_iter().zip(reads) {
+            match read.await {
+                Ok((data, _)) => contenders.push((name, data)),
+                Err(zookeeper_client::Error::NoNode) => {}
+                Err(err) => return Err(Error::at(&self.root, err)),
+            }
+        }
+        Ok(contenders)
+    }
+}
+
+impl Error {
+    /// Names the recipe root in errors about it.
+    fn at_root(self, root: &str) -> Error {
+        match self {
+            Error::ZooKeeper(err) => Error::at(root, err),
+            other => other,
+        }
+    }
+}
+
+/// A create in flight: deletes whatever it may have created unless it became a contender.
+struct Creating {
+    client: Client,
+    root: String,
+    uuid: String,
+    armed: bool,
+}
+
+impl Creating {
+    fn new(client: &Client, root: &str) -> Creating {
+        Creating {
+            client: client.clone(),
+            root: root.to_owned(),
+            uuid: uuid::Uuid::new_v4().to_string(),
+            armed: true,
+        }
+    }
+
+    fn into_contender(mut self, node: String, czxid: i64, children: &[String]) -> Contender {
+        self.armed = false;
+        let own = sequence(&node).unwrap_or_default();
+        Contender {
+            client: self.client.clone(),
+            below: below(children, own),
+            root: std::mem::take(&mut self.root),
+            node,
+            czxid,
+            armed: true,
+        }
+    }
+
+    /// After a create whose outcome is unknown: the node if it was made.
+    async fn recover(&self, queue: &Queue) -> Result<Option<Contender>> {
+        let client = &self.client;
+        reconnected(client).await?;
+        retry(client, || client.sync(&self.root)).await?;
+        let children = queue.list(client).await?;
+        let Some(name) = find_own(&children, &self.uuid) else {
+            debug!(uuid = %self.uuid, "lost create did not happen; creating again");
+            return Ok(None);
+        };
+        let node = path::join(&self.root, name);
+        match retry(client, || client.get_data(&node)).await {
+            Ok((_, stat)) => {
+                debug!(%node, "found the node of a create whose reply was lost");
+                let creating = Creating {
+                    client: client.clone(),
+                    root: self.root.clone(),
+                    uuid: self.uuid.clone(),
+                    armed: true,
+                };
+                Ok(Some(creating.into_contender(node, stat.czxid, &children)))
+            }
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl Drop for Creating {
+    fn drop(&mut self) {
+        if self.armed {
+            spawn_removal(
+                self.client.clone(),
+                Removal::ByUuid {
+                    root: std::mem::take(&mut self.root),
+                    uuid: std::mem::take(&mut self.uuid),
+                },
+            );
+        }
+    }
+}
+
+/// Our node in the queue. Dropping it deletes the node in the background.
+#[derive(Debug)]
+pub(crate) struct Contender {
+    client: Client,
+    root: String,
+    node: String,
+    czxid: i64,
+    /// Names of the lower contenders seen, in queue order; the last is the predecessor.
+    below: Vec<String>,
+    armed: bool,
+}
+
+impl Contender {
+    /// Full path of the node.
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The zxid that created the node: a fencing token, increasing with every new node.
+    pub(crate) fn czxid(&self) -> i64 {
+        self.czxid
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Whether no lower contender is known to exist.
+    pub(crate) fn is_first(&self) -> bool {
+        self.below.is_empty()
+    }
+
+    /// How many contenders are known to be ahead.
+    pub(crate) fn ahead(&self) -> usize {
+        self.below.len()
+    }
+
+    /// Waits until this contender is first, or `deadline` passes (`Ok(false)`).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the contender keeps its place and its knowledge of the queue; the
+    /// predecessor watch is removed.
+    pub(crate) async fn wait_first(&mut self, deadline: Option<Instant>) -> Result<bool> {
+        while let Some(predecessor) = self.below.last() {
+            let predecessor = path::join(&self.root, predecessor);
+            let gone = self.predecessor_gone(&predecessor);
+            let gone = match deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline.into(), gone).await {
+                    Ok(gone) => gone,
+                    Err(_) => return Ok(false),
+                },
+                None => gone.await,
+            };
+            gone?;
+            self.below.pop();
+        }
+        Ok(true)
+    }
+
+    /// Resolves once `predecessor` is deleted.
+    async fn predecessor_gone(&self, predecessor: &str) -> Result<()> {
+        let client = &self.client;
+        loop {
+            let watcher = match retry(client, || client.get_and_watch_data(predecessor)).await {
+                Ok((_, _, watcher)) => watcher,
+                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(()),
+                Err(err) => return Err(err),
+            };
+            debug!(node = %self.node, %predecessor, "watching the predecessor");
+            let event = watcher.changed().await;
+            match event.event_type {
+                EventType::NodeDeleted => return Ok(()),
+                EventType::Session => return Err(terminal(event.session_state)),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Deletes the node and waits for the server to confirm.
+    ///
+    /// Returns `Ok(false)` if the node was already gone (deleted by someone, or its session
+    /// expired). On a lost connection the delete is finished in the background.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an unfinished delete is finished in the background.
+    pub(crate) async fn leave(mut self) -> Result<bool> {
+        let span = debug_span!("zk.queue.leave", node = %self.node);
+        let deleted = self.client.delete(&self.node, None).instrument(span).await;
+        match deleted {
+            Ok(()) => {
+                self.armed = false;
+                Ok(true)
+            }
+            Err(zookeeper_client::Error::NoNode | zookeeper_client::Error::SessionExpired) => {
+                self.armed = false;
+                debug!(node = %self.node, "node was already gone");
+                Ok(false)
+            }
+            Err(err) => Err(Error::from(err)),
+        }
+    }
+
+    /// A handle that watches for the loss of this node.
+    pub(crate) fn probe(&self) -> Probe {
+        Probe {
+            client: self.client.clone(),
+            node: self.node.clone(),
+        }
+    }
+
+    /// Forgets the node without deleting it: it is already gone with its session.
+    pub(crate) fn disown(mut self) {
+        self.armed = false;
+    }
+}
+
+/// Watches one node of ours for the moment it can no longer be trusted.
+#[derive(Clone, Debug)]
+pub(crate) struct Probe {
+    client: Client,
+    node: String,
+}
+
+impl Probe {
+    /// Resolves when this node can no longer be trusted to hold its place: the session
+    /// ended, the node was deleted, or the connection was suspended (at once, or after half
+    /// the session timeout when `tolerate_suspension`).
+    ///
+    /// # Cancel safety
+    /// Cancel safe; the node watch is removed.
+    pub(crate) async fn lost(&self, tolerate_suspension: bool) -> Loss {
+        tokio::select! {
+            loss = self.node_lost() => loss,
+            loss = connection_lost(&self.client, tolerate_suspension) => loss,
+        }
+    }
+
+    async fn node_lost(&self) -> Loss {
+        let client = &self.client;
+        loop {
+            let watcher = match retry(client, || client.get_and_watch_data(&self.node)).await {
+                Ok((_, _, watcher)) => watcher,
+                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Loss::NodeDeleted,
+                Err(err) => return Loss::from(err),
+            };
+            let event = watcher.changed().await;
+            match event.event_type {
+                EventType::NodeDeleted => return Loss::NodeDeleted,
+                EventType::Session => return Loss::from(terminal(event.session_state)),
+                _ => continue,
+            }
+        }
+    }
+}
+
+/// Why a held lock or leadership can no longer be trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Loss {
+    /// The ZooKeeper session expired (or the client gave up on it).
+    SessionExpired,
+    /// The connection was suspended: the session may be alive, but another contender may
+    /// be let in before this one hears of it.
+    Suspended,
+    /// The node was deleted by someone else.
+    NodeDeleted,
+    /// The session was closed.
+    Closed,
+}
+
+impl From<Error> for Loss {
+    fn from(err: Error) -> Loss {
+        match err {
+            Error::Closed => Loss::Closed,
+            _ => Loss::SessionExpired,
+        }
+    }
+}
+
+/// Resolves when the client's connection can no longer be trusted.
+async fn connection_lost(client: &Client, tolerate_suspension: bool) -> Loss {
+    let grace = client.session_timeout() / 2;
+    let mut states = client.state_watcher();
+    let mut state = states.state();
+    loop {
+        match state {
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                state = states.changed().await
+            }
+            SessionState::Disconnected if !tolerate_suspension => return Loss::Suspended,
+            SessionState::Disconnected => {
+                match tokio::time::timeout(grace, states.changed()).await {
+                    Ok(next) => state = next,
+                    Err(_) => return Loss::Suspended,
+                }
+            }
+            SessionState::Closed => return Loss::Closed,
+            _ => return Loss::SessionExpired,
+        }
+    }
+}
+
+impl Drop for Contender {
+    fn drop(&mut self) {
+        if self.armed {
+            spawn_removal(
+                self.client.clone(),
+                Removal::Node(std::mem::take(&mut self.node)),
+            );
+        }
+    }
+}
+
+/// What a background removal deletes.
+enum Removal {
+    Node(String),
+    ByUuid { root: String, uuid: String },
+}
+
+/// Deletes a node of ours after its owner went away, retrying across connection loss, until
+/// it is gone or the session that owns it is.
+fn spawn_removal(client: Client, removal: Removal) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        warn!("no tokio runtime to delete a node; it goes when the session ends");
+        return;
+    };
+    runtime.spawn(async move {
+        let node = match removal {
+            Removal::Node(node) => node,
+            Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid).await {
+                Some(node) => node,
+                None => return,
+            },
+        };
+        let span = debug_span!("zk.queue.remove", %node);
+        async move {
+            match retry(&client, || client.delete(&node, None)).await {
+                Ok(()) => debug!("deleted in the background"),
+                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode))
+                | Err(Error::SessionExpired | Error::Closed) => {}
+                Err(err) => warn!(%err, "could not delete; it goes when the session ends"),
+            }
+        }
+        .instrument(span)
+        .await
+    });
+}
+
+async fn find_by_uuid(client: &Client, root: &str, uuid: &str) -> Option<String> {
+    reconnected(client).await.ok()?;
+    retry(client, || client.sync(root)).await.ok()?;
+    let children = retry(client, || client.list_children(root)).await.ok()?;
+    find_own(&children, uuid).map(|name| path::join(root, name))
+}
+
+fn find_own<'a>(children: &'a [String], uuid: &str) -> Option<&'a str> {
+    children.iter().map(String::as_str).find(|name| {
+        name.strip_prefix("_c_")
+            .is_some_and(|rest| rest.starts_with(uuid))
+    })
+}
+
+/// Runs `op` again after each connection loss, once the connection is back; fails when the
+/// session ends. Bounded by the session: a lost session fails with `SessionExpired`.
+pub(crate) async fn retry<T, F, Fut>(client: &Client, mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, zookeeper_client::Error>>,
+{
+    loop {
+        match op().await {
+            Err(zookeeper_client::Error::ConnectionLoss | zookeeper_client::Error::Timeout) => {
+                reconnected(client).await?
+            }
+            other => return other.map_err(Error::from),
+        }
+    }
+}
+
+/// Waits until `client` is connected; fails if its session ended.
+pub(crate) async fn reconnected(client: &Client) -> Result<()> {
+    let mut states = client.state_watcher();
+    let mut state = states.state();
+    loop {
+        match state {
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => return Ok(()),
+            SessionState::Disconnected => state = states.changed().await,
+            terminal => return Err(self::terminal(terminal)),
+        }
+    }
+}
+
+/// The error for a session that ended in `state`.
+pub(crate) fn terminal(state: SessionState) -> Error {
+    match state {
+        SessionState::Closed => Error::Closed,
+        _ => Error::SessionExpired,
+    }
+}
+
+/// The sequence number of a contender name: ZooKeeper appends `%010d` of a signed 32-bit
+/// counter, so the suffix is 10 digits, `-` and 9 digits once the counter wrapped, or `-`
+/// and 10 digits (told from a positive number by the separator before the sign).
+pub(crate) fn sequence(name: &str) -> Option<i32> {
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let tail = |n: usize| name.len().checked_sub(n).and_then(|i| name.get(i..));
+    let before_sign = name
+        .len()
+        .checked_sub(SEQUENCE_DIGITS + 2)
+        .and_then(|i| name.get(i..=i));
+    if let (Some(long), Some("-" | "_")) = (tail(SEQUENCE_DIGITS + 1), before_sign) {
+        if long.strip_prefix('-').is_some_and(all_digits) {
+            return long.parse().ok();
+        }
+    }
+    let short = tail(SEQUENCE_DIGITS)?;
+    all_digits(short.strip_prefix('-').unwrap_or(short))
+        .then(|| short.parse().ok())
+        .flatten()
+}
+
+/// Queue order of two sequence numbers, read as serial numbers: correct across the 32-bit
+/// wrap as long as live contenders span less than 2^31 creations.
+fn serial_order(a: i32, b: i32) -> Ordering {
+    a.wrapping_sub(b).cmp(&0)
+}
+
+/// Sorts contender names into queue order, dropping children without a sequence suffix.
+pub(crate) fn sort_contenders(names: &mut Vec<String>) {
+    names.retain(|name| sequence(name).is_some());
+    let Some(reference) = names.first().and_then(|name| sequence(name)) else {
+        return;
+    };
+    names.sort_by_cached_key(|name| sequence(name).map(|s| s.wrapping_sub(reference)));
+}
+
+/// The contenders below `own` in queue order.
+fn below(children: &[String], own: i32) -> Vec<String> {
+    let mut below: Vec<(i32, &String)> = children
+        .iter()
+        .filter_map(|name| sequence(name).map(|seq| (seq, name)))
+        .filter(|&(seq, _)| serial_order(seq, own) == Ordering::Less)
+        .collect();
+    below.sort_by(|a, b| serial_order(a.0, b.0));
+    below.into_iter().map(|(_, name)| name.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_sequence_suffixes() {
+        assert_eq!(sequence("_c_1b2c-lock-0000000007"), Some(7));
+        assert_eq!(sequence("_c_1b2c-latch-2147483647"), Some(i32::MAX));
+        assert_eq!(sequence("_c_1b2c-lock--000000001"), Some(-1));
+        assert_eq!(sequence("_c_1b2c-lock--2147483648"), Some(i32::MIN));
+        assert_eq!(sequence("_c_1b2c-lock--2147483647"), Some(-2147483647));
+        assert_eq!(sequence("_c_1b2c-lock--1000000000"), Some(-1000000000));
+        assert_eq!(sequence("_c_1b2c-lock-2147483647"), Some(i32::MAX));
+        assert_eq!(sequence("b7__lock__-2147483647"), Some(-2147483647));
+        assert_eq!(sequence("b7__lock__-000000005"), Some(-5));
+        assert_eq!(sequence("a3f9e0__lock__0000000042"), Some(42));
+        assert_eq!(sequence("lock-0000000003"), Some(3));
+        assert_eq!(sequence("lock-+000000003"), None);
+        assert_eq!(sequence("lock-00000003"), None);
+        assert_eq!(sequence("config"), None);
+        assert_eq!(sequence(""), None);
+        assert_eq!(sequence("lock-2147483648"), None);
+    }
+
+    #[test]
+    fn orders_numerically_not_as_strings() {
+        let mut list = names(&[
+            "_c_b-lock-0000000010",
+            "_c_a-lock-0000000009",
+            "_c_c-lock-0000000100",
+        ]);
+        sort_contenders(&mut list);
+        assert_eq!(
+            list,
+            names(&[
+                "_c_a-lock-0000000009",
+                "_c_b-lock-0000000010",
+                "_c_c-lock-0000000100"
+            ])
+        );
+    }
+
+    #[test]
+    fn orders_across_the_32_bit_wrap() {
+        let mut list = names(&[
+            "_c_x-lock--2147483647",
+            "_c_y-lock-2147483646",
+            "_c_z-lock--2147483648",
+            "_c_w-lock-2147483647",
+        ]);
+        sort_contenders(&mut list);
+        assert_eq!(
+            list,
+            names(&[
+                "_c_y-lock-2147483646",
+                "_c_w-lock-2147483647",
+                "_c_z-lock--2147483648",
+                "_c_x-lock--2147483647",
+            ])
+        );
+        assert_eq!(
+            below(&list, i32::MIN + 1),
+            names(&[
+                "_c_y-lock-2147483646",
+                "_c_w-lock-2147483647",
+                "_c_z-lock--2147483648"
+            ])
+        );
+        assert!(below(&list, 2147483646).is_empty());
+    }
+
+    #[test]
+    fn foreign_prefixes_take_part_and_other_children_do_not() {
+        let mut list = names(&[
+            "_c_ours-lock-0000000008",
+            "9f1c2d__lock__0000000007",
+            "_c_java-latch-0000000009",
+            "readme",
+        ]);
+        sort_contenders(&mut list);
+        assert_eq!(
+            list,
+            names(&[
+                "9f1c2d__lock__0000000007",
+                "_c_ours-lock-0000000008",
+                "_c_java-latch-0000000009"
+            ])
+        );
+        assert_eq!(
+            below(&list, 9),
+            names(&["9f1c2d__lock__0000000007", "_c_ours-lock-0000000008"])
+        );
+    }
+
+    #[test]
+    fn finds_own_node_by_uuid() {
+        let list = names(&["_c_aaa-lock-0000000001", "_c_bbb-lock-0000000002"]);
+        assert_eq!(find_own(&list, "bbb"), Some("_c_bbb-lock-0000000002"));
+        assert_eq!(find_own(&list, "ccc"), None);
+    }
+}

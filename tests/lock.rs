@@ -1,0 +1,574 @@
+//! The mutex against real ZooKeeper servers started by the harness.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{unique_root, Ensemble};
+use zk_recipes::{DistributedLock, Error, Loss, Mutex, Session};
+use zookeeper_client::{Acls, Client, CreateMode};
+
+/// Upper bound for anything a test waits on; reaching it fails the test.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn session(ensemble: &Ensemble) -> Session {
+    Session::builder()
+        .session_timeout(Duration::from_secs(4))
+        .connect(&ensemble.connect_string())
+        .await
+        .expect("connect")
+}
+
+fn client(session: &Session) -> Client {
+    session.client().expect("live session")
+}
+
+/// The children of `root` (empty if it does not exist).
+async fn children(client: &Client, root: &str) -> Vec<String> {
+    match client.list_children(root).await {
+        Ok(mut children) => {
+            children.sort();
+            children
+        }
+        Err(zookeeper_client::Error::NoNode) => Vec::new(),
+        Err(err) => panic!("listing {root}: {err}"),
+    }
+}
+
+/// Waits (on child watches, not sleeps) until `root` holds exactly `expected`.
+async fn await_children(client: &Client, root: &str, expected: &[&str]) {
+    let mut expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    let wait = async {
+        loop {
+            let (mut now, _, watcher) = match client.get_and_watch_children(root).await {
+                Ok(listed) => listed,
+                Err(zookeeper_client::Error::NoNode) if expected.is_empty() => return,
+                Err(err) => panic!("listing {root}: {err}"),
+            };
+            now.sort();
+            if now == expected {
+                return;
+            }
+            watcher.changed().await;
+        }
+    };
+    if tokio::time::timeout(PATIENCE, wait).await.is_err() {
+        panic!(
+            "{root} holds {:?}, expected {expected:?}",
+            children(client, root).await
+        );
+    }
+}
+
+async fn assert_empty(client: &Client, root: &str) {
+    await_children(client, root, &[]).await;
+}
+
+fn name(node: &str) -> &str {
+    node.rsplit_once('/').map_or(node, |(_, name)| name)
+}
+
+/// Waits until `root` has `n` children (a contender has entered the queue).
+async fn await_count(client: &Client, root: &str, n: usize) {
+    let wait = async {
+        loop {
+            let (now, _, watcher) = match client.get_and_watch_children(root).await {
+                Ok(listed) => listed,
+                Err(zookeeper_client::Error::NoNode) => {
+                    let (_, watcher) = client.check_and_watch_stat(root).await.expect("exists");
+                    watcher.changed().await;
+                    continue;
+                }
+                Err(err) => panic!("listing {root}: {err}"),
+            };
+            if now.len() >= n {
+                assert_eq!(now.len(), n, "more contenders than expected in {root}");
+                return;
+            }
+            watcher.changed().await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, wait)
+        .await
+        .unwrap_or_else(|_| panic!("{root} never reached {n} children"));
+}
+
+/// 16 contenders over 4 sessions, 100 acquisitions each: never two inside, tokens strictly
+/// increasing in order of entry.
+async fn exclusion(ensemble: &Ensemble) {
+    const SESSIONS: usize = 4;
+    const PER_SESSION: usize = 4;
+    const ROUNDS: usize = 100;
+    let root = unique_root("exclusion");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let entries = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut sessions = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..SESSIONS {
+        let session = session(ensemble).await;
+        for _ in 0..PER_SESSION {
+            let mutex = Mutex::new(&session, &root).unwrap();
+            let (inside, entries) = (inside.clone(), entries.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = mutex.lock().await.expect("lock");
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    entries.lock().unwrap().push(guard.fencing_token());
+                    tokio::task::yield_now().await;
+                    assert!(!guard.is_lost(), "lock lost without a fault");
+                    assert_eq!(inside.fetch_sub(1, Ordering::SeqCst), 1, "two holders");
+                    guard.release().await.expect("release");
+                }
+            }));
+        }
+        sessions.push(session);
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(240), task)
+            .await
+            .expect("contenders finished")
+            .expect("contender panicked");
+    }
+    let entries = entries.lock().unwrap().clone();
+    assert_eq!(entries.len(), SESSIONS * PER_SESSION * ROUNDS);
+    assert!(
+        entries.windows(2).all(|w| w[0] < w[1]),
+        "fencing tokens not strictly increasing in order of entry"
+    );
+    assert_empty(&client(&sessions[0]), &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exclusion_on_standalone() {
+    exclusion(Ensemble::shared(1).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exclusion_on_ensemble() {
+    exclusion(Ensemble::shared(3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiters_acquire_in_order_of_arrival() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("fifo");
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let observer = client(&a);
+    let holder = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..8 {
+        let session = if i % 2 == 0 { &a } else { &b };
+        let mutex = Mutex::new(session, &root).unwrap();
+        let order = order.clone();
+        waiters.push(tokio::spawn(async move {
+            let guard = mutex.lock().await.unwrap();
+            order.lock().unwrap().push(i);
+            guard.release().await.unwrap();
+        }));
+        await_count(&observer, &root, i + 2).await;
+    }
+    holder.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
+    assert_empty(&observer, &root).await;
+}
+
+/// `wchc`: session id -> watched paths under `root`.
+async fn watches_under(ensemble: &Ensemble, root: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let text = ensemble.four_letter(0, "wchc").await;
+    let mut watches = BTreeMap::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        if line.starts_with("0x") {
+            current = line.trim().to_owned();
+        } else if line.trim().starts_with(&format!("{root}/")) {
+            watches
+                .entry(current.clone())
+                .or_insert_with(BTreeSet::new)
+                .insert(line.trim().to_owned());
+        }
+    }
+    watches
+}
+
+/// Waits until the server's watches under `root` are exactly: the holder (`queue[0]`) on its
+/// own node, every waiter on its predecessor. Returns their number. Watches are set in the
+/// background after a hand-off and the server offers no event for them, so this polls `wchc`.
+async fn settle_watches(ensemble: &Ensemble, root: &str, queue: &[String]) -> usize {
+    let mut expected: BTreeMap<String, usize> = BTreeMap::new();
+    expected.insert(queue[0].clone(), 1);
+    for predecessor in &queue[..queue.len() - 1] {
+        *expected.entry(predecessor.clone()).or_default() += 1;
+    }
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let mut counted: BTreeMap<String, usize> = BTreeMap::new();
+        for paths in watches_under(ensemble, root).await.values() {
+            for path in paths {
+                *counted.entry(path.clone()).or_default() += 1;
+            }
+        }
+        if counted == expected {
+            return counted.values().sum();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watches {counted:?}, expected {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_herd_one_watch_per_waiter() {
+    const WAITERS: usize = 50;
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("herd");
+    let holder_session = session(&ensemble).await;
+    let sessions = [
+        session(&ensemble).await,
+        session(&ensemble).await,
+        session(&ensemble).await,
+    ];
+    let observer = client(&holder_session);
+    let holder = Mutex::new(&holder_session, &root)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let (acquired_tx, mut acquired) = tokio::sync::mpsc::unbounded_channel();
+    let (release_tx, _) = tokio::sync::broadcast::channel::<usize>(WAITERS);
+    let mut waiters = Vec::new();
+    for i in 0..WAITERS {
+        let mutex = Mutex::new(&sessions[i % sessions.len()], &root).unwrap();
+        let acquired = acquired_tx.clone();
+        let mut release = release_tx.subscribe();
+        waiters.push(tokio::spawn(async move {
+            let guard = mutex.lock().await.unwrap();
+            acquired.send((i, guard.node().to_owned())).unwrap();
+            while release.recv().await.unwrap() != i {}
+            guard.release().await.unwrap();
+        }));
+        await_count(&observer, &root, i + 2).await;
+    }
+    // Queue order: holder, then waiters in order of arrival.
+    let mut queue: Vec<String> = children(&observer, &root).await;
+    queue.sort_by_key(|name| name[name.len() - 10..].to_owned());
+    let queue: Vec<String> = queue.iter().map(|n| format!("{root}/{n}")).collect();
+    assert_eq!(queue[0], holder.node());
+
+    // Each waiter watches exactly its predecessor; the holder watches its own node.
+    settle_watches(&ensemble, &root, &queue).await;
+    assert_eq!(
+        ensemble.watch_count().await,
+        WAITERS + 1,
+        "server-wide watch count (wchs): one per waiter, one for the holder"
+    );
+
+    // A release wakes exactly the next waiter; nobody else re-registers a watch.
+    holder.release().await.unwrap();
+    let (first, node) = tokio::time::timeout(PATIENCE, acquired.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((first, node.as_str()), (0, queue[1].as_str()));
+    let total = settle_watches(&ensemble, &root, &queue[1..]).await;
+    assert_eq!(
+        total, WAITERS,
+        "one watch per remaining waiter, one for the holder"
+    );
+    assert!(
+        acquired.try_recv().is_err(),
+        "a second waiter acquired while the first holds"
+    );
+    for i in 0..WAITERS {
+        release_tx.send(i).unwrap();
+        if i + 1 < WAITERS {
+            let (next, _) = tokio::time::timeout(PATIENCE, acquired.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(next, i + 1);
+        }
+    }
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn try_lock_never_waits_and_leaves_nothing() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("try");
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let observer = client(&a);
+    let holder = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
+    let holder_name = name(holder.node()).to_owned();
+    let other = Mutex::new(&b, &root).unwrap();
+
+    let tried = tokio::time::timeout(PATIENCE, other.try_lock()).await;
+    assert!(tried
+        .expect("try_lock waited on the holder")
+        .unwrap()
+        .is_none());
+    assert_eq!(children(&observer, &root).await, [holder_name.as_str()]);
+
+    let started = Instant::now();
+    assert!(other
+        .try_lock_for(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(children(&observer, &root).await, [holder_name.as_str()]);
+
+    // Through the trait object too.
+    let dynamic: Arc<dyn DistributedLock> = Arc::new(Mutex::new(&b, &root).unwrap());
+    assert!(dynamic.try_lock().await.unwrap().is_none());
+    assert_eq!(children(&observer, &root).await, [holder_name.as_str()]);
+
+    holder.release().await.unwrap();
+    let guard = other.try_lock().await.unwrap().expect("free lock");
+    guard.release().await.unwrap();
+    let guard = dynamic.try_lock_for(PATIENCE).await.unwrap().expect("free");
+    guard.release().await.unwrap();
+    assert_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelled_waits_leave_no_node() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("cancel");
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let observer = client(&a);
+    let holder = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
+    let holder_name = name(holder.node()).to_owned();
+    let other = Mutex::new(&b, &root).unwrap();
+
+    // A waiting lock() under tokio::time::timeout.
+    let waited = tokio::time::timeout(Duration::from_millis(300), other.lock()).await;
+    assert!(waited.is_err(), "acquired a held lock");
+    await_children(&observer, &root, &[&holder_name]).await;
+
+    // A lock() future dropped at every stage: before the create was sent, with the
+    // create's reply outstanding, while listing, while watching.
+    for micros in (0..3000).step_by(150) {
+        let attempt = tokio::time::timeout(Duration::from_micros(micros), other.lock()).await;
+        assert!(attempt.is_err());
+    }
+    await_children(&observer, &root, &[&holder_name]).await;
+
+    // A future dropped by select! while it waits.
+    let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+    let waiter = tokio::spawn(async move {
+        tokio::select! {
+            _ = other.lock() => panic!("acquired a held lock"),
+            _ = cancelled => {}
+        }
+    });
+    await_count(&observer, &root, 2).await;
+    cancel.send(()).unwrap();
+    waiter.await.unwrap();
+    await_children(&observer, &root, &[&holder_name]).await;
+
+    holder.release().await.unwrap();
+    assert_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_leaving_mid_queue_keeps_the_order() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("middle");
+    let s = session(ensemble).await;
+    let observer = client(&s);
+    let holder = Mutex::new(&s, &root).unwrap().lock().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let spawn_waiter = |id: &'static str| {
+        let mutex = Mutex::new(&s, &root).unwrap();
+        let order = order.clone();
+        tokio::spawn(async move {
+            let guard = mutex.lock().await.unwrap();
+            order.lock().unwrap().push(id);
+            guard.release().await.unwrap();
+        })
+    };
+    let first = spawn_waiter("first");
+    await_count(&observer, &root, 2).await;
+    let (leave, left) = tokio::sync::oneshot::channel::<()>();
+    let middle = {
+        let mutex = Mutex::new(&s, &root).unwrap();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = mutex.lock() => panic!("the middle waiter acquired"),
+                _ = left => {}
+            }
+        })
+    };
+    await_count(&observer, &root, 3).await;
+    let last = spawn_waiter("last");
+    await_count(&observer, &root, 4).await;
+    leave.send(()).unwrap();
+    middle.await.unwrap();
+    await_count(&observer, &root, 3).await;
+    holder.release().await.unwrap();
+    first.await.unwrap();
+    last.await.unwrap();
+    assert_eq!(*order.lock().unwrap(), ["first", "last"]);
+    assert_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_when_the_node_is_deleted() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("deleted");
+    let s = session(ensemble).await;
+    let guard = Mutex::new(&s, &root).unwrap().lock().await.unwrap();
+    assert!(!guard.is_lost());
+    let admin = Client::connect(&ensemble.connect_string()).await.unwrap();
+    admin.delete(guard.node(), None).await.unwrap();
+    let loss = tokio::time::timeout(PATIENCE, guard.lost()).await.unwrap();
+    assert_eq!(loss, Loss::NodeDeleted);
+    assert!(guard.is_lost());
+    match guard.release().await {
+        Err(Error::LockLost { .. }) => {}
+        other => panic!("release of a lost lock: {other:?}"),
+    }
+    assert_empty(&admin, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_on_session_expiry_and_the_next_waiter_acquires() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("expiry");
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let observer = client(&b);
+    let guard = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
+    let next = Mutex::new(&b, &root).unwrap();
+    let waiter = tokio::spawn(async move { next.lock().await.map(|g| (g.fencing_token(), g)) });
+    await_count(&observer, &root, 2).await;
+
+    support::expire_session(&ensemble.connect_string(), client(&a).session()).await;
+    let loss = tokio::time::timeout(PATIENCE, guard.lost()).await.unwrap();
+    assert!(
+        matches!(loss, Loss::SessionExpired | Loss::Suspended),
+        "{loss:?}"
+    );
+    let (token, next_guard) = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(token > guard.fencing_token());
+    match guard.release().await {
+        Err(Error::LockLost { .. }) => {}
+        other => panic!("release after expiry: {other:?}"),
+    }
+    assert!(
+        !next_guard.is_lost(),
+        "the late release harmed the next holder"
+    );
+    next_guard.release().await.unwrap();
+    assert_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reentrant_per_mutex_value() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("reentrant");
+    let s = session(ensemble).await;
+    let observer = client(&s);
+    let mutex = Mutex::new(&s, &root).unwrap();
+    let outer = mutex.lock().await.unwrap();
+    let inner = tokio::time::timeout(Duration::from_secs(5), mutex.lock())
+        .await
+        .expect("nested lock() waited")
+        .unwrap();
+    assert_eq!(inner.node(), outer.node());
+    assert_eq!(inner.fencing_token(), outer.fencing_token());
+    let nested_try = mutex
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("re-entrant try_lock");
+    nested_try.release().await.unwrap();
+    inner.release().await.unwrap();
+    assert_eq!(children(&observer, &root).await, [name(outer.node())]);
+    outer.release().await.unwrap();
+    assert_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_and_leaves_nothing() {
+    let ensemble = Ensemble::shared(1).await;
+    let s = session(ensemble).await;
+    let admin = client(&s);
+    for path in [
+        "",
+        "locks",
+        "/locks/",
+        "/a//b",
+        "/a/../b",
+        "/a\0b",
+        "/zookeeper/x",
+    ] {
+        match Mutex::new(&s, path) {
+            Err(Error::InvalidPath { path: p, .. }) => assert_eq!(p, path),
+            other => panic!("{path:?}: {other:?}"),
+        }
+    }
+
+    // A lock root under an ephemeral node.
+    let parent = unique_root("ephemeral");
+    admin
+        .create(
+            &parent,
+            b"",
+            &CreateMode::Ephemeral.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    let under = format!("{parent}/lock");
+    match Mutex::new(&s, &under).unwrap().try_lock().await {
+        Err(Error::EphemeralParent { path }) => assert_eq!(path, under),
+        other => panic!("lock under an ephemeral: {other:?}"),
+    }
+    assert_empty(&admin, &parent).await;
+
+    // A root whose ACL denies create.
+    let denied = unique_root("denied");
+    admin
+        .create(
+            &denied,
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_read()),
+        )
+        .await
+        .unwrap();
+    match Mutex::new(&s, &denied).unwrap().lock().await {
+        Err(Error::NoAuth { path }) => assert_eq!(path, denied),
+        other => panic!("lock on a read-only root: {other:?}"),
+    }
+    assert_empty(&admin, &denied).await;
+    admin.delete(&denied, None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_parents_are_created_as_containers() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = format!("{}/a/b/lock", unique_root("parents"));
+    let s = session(ensemble).await;
+    let admin = client(&s);
+    let guard = Mutex::new(&s, &root).unwrap().lock().await.unwrap();
+    let (_, stat) = admin.get_data(&root).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, 0);
+    guard.release().await.unwrap();
+    assert_empty(&admin, &root).await;
+}
