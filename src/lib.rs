@@ -4,7 +4,7 @@
 //!   arrival and each watches only its predecessor, so a release wakes one waiter, not all
 //!   (no herd effect). Blocking, non-blocking and bounded-wait acquisition; fencing tokens;
 //!   a guard that learns when its lock is lost; cancellation that never leaks a node.
-//! * `LeaderElection` (next): master/follower roles on the same queue.
+//! * [`LeaderElection`]: master/follower roles on the same queue.
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!
 //! Both recipes name their nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`), so a Rust
@@ -33,12 +33,14 @@
 //! zookeeper-client needs its `tokio` feature when it runs inside tokio (this crate turns it
 //! on); every async method here must be called from within a tokio runtime.
 
+mod election;
 mod error;
 mod lock;
 mod path;
 mod queue;
 mod session;
 
+pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
 pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
 pub use queue::Loss;

@@ -1,0 +1,356 @@
+//! Leader election against real ZooKeeper servers started by the harness.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::{unique_root, Ensemble};
+use tokio::time::Instant;
+use zk_recipes::{Candidate, Error, LeaderElection, Role, Session};
+use zookeeper_client::Client;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
+
+async fn session(hosts: &str) -> Session {
+    Session::builder()
+        .session_timeout(SESSION_TIMEOUT)
+        .connect(hosts)
+        .await
+        .expect("connect")
+}
+
+fn client(session: &Session) -> Client {
+    session.client().expect("live session")
+}
+
+/// Waits (on child watches) until `root` has no children.
+async fn assert_empty(client: &Client, root: &str) {
+    let wait = async {
+        loop {
+            match client.get_and_watch_children(root).await {
+                Err(zookeeper_client::Error::NoNode) => return,
+                Ok((children, _, _)) if children.is_empty() => return,
+                Ok((_, _, watcher)) => {
+                    watcher.changed().await;
+                }
+                Err(err) => panic!("listing {root}: {err}"),
+            }
+        }
+    };
+    if tokio::time::timeout(PATIENCE, wait).await.is_err() {
+        panic!("{root} still holds {:?}", client.list_children(root).await);
+    }
+}
+
+fn leaders(candidates: &[Option<Candidate>]) -> Vec<usize> {
+    candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.as_ref().is_some_and(|c| c.role() == Role::Leader))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Waits until exactly one candidate reports Leader; returns it.
+async fn await_one_leader(candidates: &[Option<Candidate>], within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = leaders(candidates);
+        if now.len() == 1 {
+            return now[0];
+        }
+        assert!(now.len() <= 1, "two leaders: {now:?}");
+        assert!(Instant::now() < deadline, "no leader within {within:?}");
+        let mut changes: Vec<_> = candidates.iter().flatten().map(|c| c.roles()).collect();
+        let any_change = futures_like_select(
+            changes
+                .iter_mut()
+                .map(|r| Box::pin(async move { r.changed().await })),
+        );
+        let _ = tokio::time::timeout_at(deadline, any_change).await;
+    }
+}
+
+/// Resolves when any of the futures does.
+async fn futures_like_select<F: std::future::Future + Unpin>(futures: impl Iterator<Item = F>) {
+    let mut futures: Vec<F> = futures.collect();
+    std::future::poll_fn(|cx| {
+        for f in futures.iter_mut() {
+            if std::pin::Pin::new(f).poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_leader_at_a_time_and_resign_passes_in_queue_order() {
+    let ensemble = Ensemble::shared(3).await;
+    let root = unique_root("election");
+    let hosts = ensemble.connect_string();
+    let mut sessions = Vec::new();
+    let mut candidates: Vec<Option<Candidate>> = Vec::new();
+    for i in 0..5 {
+        let session = session(&hosts).await;
+        let election = LeaderElection::new(&session, &root, format!("c{i}")).unwrap();
+        candidates.push(Some(election.join().await.unwrap()));
+        sessions.push(session);
+    }
+    let candidates = Arc::new(tokio::sync::RwLock::new(candidates));
+
+    // A sampler that checks, as often as it can, that at most one reports Leader.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (candidates, stop) = (candidates.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut samples = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let now = leaders(&candidates.read().await);
+                assert!(now.len() <= 1, "two leaders at once: {now:?}");
+                samples += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            samples
+        })
+    };
+
+    for expected in 0..5 {
+        let leader = {
+            let guard = candidates.read().await;
+            await_one_leader(&guard, SESSION_TIMEOUT).await
+        };
+        assert_eq!(leader, expected, "leadership out of queue order");
+        let observer = LeaderElection::new(&sessions[4], &root, "observer").unwrap();
+        let seen = observer.leader().await.unwrap().expect("a leader");
+        assert_eq!(seen.id, format!("c{expected}"));
+        let term = {
+            let guard = candidates.read().await;
+            let candidate = guard[leader].as_ref().unwrap();
+            candidate.leadership().await.unwrap().term()
+        };
+        let resigning = candidates.write().await[leader].take().unwrap();
+        resigning.resign().await.unwrap();
+        if expected < 4 {
+            let guard = candidates.read().await;
+            let next = await_one_leader(&guard, SESSION_TIMEOUT).await;
+            let next_term = guard[next]
+                .as_ref()
+                .unwrap()
+                .leadership()
+                .await
+                .unwrap()
+                .term();
+            assert!(next_term > term, "terms must grow");
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let samples = sampler.await.unwrap();
+    assert!(samples > 10, "the sampler barely ran ({samples} samples)");
+    assert_empty(&client(&sessions[0]), &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cut_off_leader_steps_down_before_the_next_one_leads() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("cutoff");
+    let proxy = ensemble.proxy(0).await;
+    let cut_session = session(&proxy.address()).await;
+    let other_session = session(&ensemble.connect_string()).await;
+    let cut = LeaderElection::new(&cut_session, &root, "cut")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    let old = cut.leadership().await.unwrap();
+    let next = LeaderElection::new(&other_session, &root, "next")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    assert_eq!(next.role(), Role::Follower);
+
+    let mut old_roles = cut.roles();
+    let stepped_down = tokio::spawn(async move {
+        old_roles.wait_for(|r| *r == Role::Follower).await.unwrap();
+        Instant::now()
+    });
+    proxy.cut();
+    let new = tokio::time::timeout(PATIENCE, next.leadership())
+        .await
+        .expect("the next candidate never led")
+        .unwrap();
+    let led_at = Instant::now();
+    let stepped_down_at = stepped_down.await.unwrap();
+    assert!(
+        stepped_down_at <= led_at,
+        "the old leader stepped down after the new one led"
+    );
+    assert!(old.is_lost());
+    assert!(new.term() > old.term());
+
+    // Back on the network the old candidate has a new session and queues behind.
+    proxy.restore();
+    let observer = LeaderElection::new(&other_session, &root, "observer").unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let ids: Vec<String> = observer
+            .participants()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        if ids == ["next", "cut"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "participants: {ids:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cut.role(), Role::Follower);
+    cut.resign().await.unwrap();
+    next.resign().await.unwrap();
+    assert_empty(&client(&other_session), &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_requeues_after_the_work_and_dropping_it_resigns() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("run");
+    let s = session(&ensemble.connect_string()).await;
+    let election = LeaderElection::new(&s, &root, "runner").unwrap();
+    let (terms_tx, mut terms) = tokio::sync::mpsc::unbounded_channel();
+    let running = {
+        let election = election.clone();
+        tokio::spawn(async move {
+            election
+                .run(|leadership| {
+                    let terms = terms_tx.clone();
+                    async move {
+                        terms.send(leadership.term()).unwrap();
+                    }
+                })
+                .await
+        })
+    };
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let term = tokio::time::timeout(PATIENCE, terms.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        seen.push(term);
+    }
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "a new term each time: {seen:?}"
+    );
+
+    // Dropping the run() future (aborting its task) resigns.
+    let blocking = {
+        let election = election.clone();
+        let (leading_tx, leading) = tokio::sync::oneshot::channel();
+        let mut leading_tx = Some(leading_tx);
+        running.abort();
+        let _ = running.await;
+        let task = tokio::spawn(async move {
+            election
+                .run(move |_| {
+                    if let Some(tx) = leading_tx.take() {
+                        let _ = tx.send(());
+                    }
+                    std::future::pending()
+                })
+                .await
+        });
+        leading.await.unwrap();
+        task
+    };
+    assert_eq!(election.leader().await.unwrap().unwrap().id, "runner");
+    blocking.abort();
+    let _ = blocking.await;
+    assert_empty(&client(&s), &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn observers_see_participants_in_queue_order() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("observe");
+    let hosts = ensemble.connect_string();
+    let watcher = session(&hosts).await;
+    let observer = LeaderElection::new(&watcher, &root, "never-joins").unwrap();
+    assert_eq!(observer.leader().await.unwrap(), None);
+    assert!(observer.participants().await.unwrap().is_empty());
+
+    let s = session(&hosts).await;
+    let mut candidates = Vec::new();
+    for id in ["alpha", "beta", "gamma"] {
+        let election = LeaderElection::new(&s, &root, id).unwrap();
+        candidates.push(election.join().await.unwrap());
+    }
+    let participants = observer.participants().await.unwrap();
+    let ids: Vec<&str> = participants.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["alpha", "beta", "gamma"]);
+    assert!(participants
+        .iter()
+        .all(|p| p.node.starts_with(&format!("{root}/_c_"))));
+    assert_eq!(observer.leader().await.unwrap().unwrap().id, "alpha");
+    assert_eq!(
+        candidates[0].leadership().await.unwrap().node(),
+        participants[0].node
+    );
+    for candidate in candidates {
+        candidate.resign().await.unwrap();
+    }
+    assert_eq!(observer.leader().await.unwrap(), None);
+    assert_empty(&client(&watcher), &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_before_anything_is_created() {
+    let ensemble = Ensemble::shared(1).await;
+    let s = session(&ensemble.connect_string()).await;
+    let root = unique_root("bad");
+    match LeaderElection::new(&s, &root, "") {
+        Err(Error::InvalidArgument(_)) => {}
+        other => panic!("empty id: {other:?}"),
+    }
+    for path in ["", "relative", "/trailing/", "/a//b", "/a/./b"] {
+        match LeaderElection::new(&s, path, "id") {
+            Err(Error::InvalidPath { path: p, .. }) => assert_eq!(p, path),
+            other => panic!("{path:?}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        client(&s).check_stat(&root).await.unwrap(),
+        None,
+        "nothing may be created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_a_candidate_leaves_the_queue() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("drop");
+    let s = session(&ensemble.connect_string()).await;
+    let first = LeaderElection::new(&s, &root, "first")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    let second = LeaderElection::new(&s, &root, "second")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    first.leadership().await.unwrap();
+    drop(first);
+    let led = tokio::time::timeout(PATIENCE, second.leadership()).await;
+    assert!(led.expect("second never led").is_ok());
+    drop(second);
+    assert_empty(&client(&s), &root).await;
+}
