@@ -34,7 +34,7 @@ async fn main() -> Result<(), BoxError> {
         .await?;
     let election = LeaderElection::new(&session, ELECTION, id.clone())?;
     let candidate = election.join().await?;
-    say(&id, &format!("joined as {:?}", candidate.role()));
+    say(&id, "joined the election");
 
     let mut terminate = signal(SignalKind::terminate())?;
     let deadline = async {

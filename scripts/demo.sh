@@ -36,9 +36,10 @@ for id in node-a node-b node-c; do
     echo "started $id (pid $!)"
 done
 
-# Prints the id of the candidate whose latest role line says MASTER.
+# Prints the id (other than $1) of a candidate whose latest role line says MASTER.
 master() {
     for id in node-a node-b node-c; do
+        [ "$id" = "$1" ] && continue
         last=$(grep -E "role: " "$logs/$id.log" 2>/dev/null | tail -n 1 || true)
         case "$last" in *MASTER*) echo "$id"; return 0 ;; esac
     done
@@ -46,9 +47,9 @@ master() {
 }
 
 await_master() { # $1: an id that must not be the answer; $2: seconds
-    local deadline=$((SECONDS + $2)) m
+    local deadline=$((SECONDS + $2))
     while [ $SECONDS -lt $deadline ]; do
-        if m=$(master) && [ "$m" != "$1" ]; then echo "$m"; return 0; fi
+        master "$1" && return 0
         sleep 0.1
     done
     return 1
