@@ -95,11 +95,19 @@ impl Error {
     }
 }
 
+/// Whether a client error means the connection broke with the request in flight, so that
+/// it may or may not have taken effect. Besides `ConnectionLoss`, zookeeper-client fails
+/// in-flight requests with the I/O or timeout error that broke the connection.
+pub(crate) fn outcome_unknown(err: &zookeeper_client::Error) -> bool {
+    use zookeeper_client::Error as Zk;
+    matches!(err, Zk::ConnectionLoss | Zk::Timeout | Zk::Custom(_))
+}
+
 impl From<zookeeper_client::Error> for Error {
     fn from(err: zookeeper_client::Error) -> Error {
         use zookeeper_client::Error as Zk;
         match err {
-            Zk::ConnectionLoss | Zk::Timeout => Error::ConnectionLoss,
+            err if outcome_unknown(&err) => Error::ConnectionLoss,
             Zk::SessionExpired => Error::SessionExpired,
             Zk::ClientClosed => Error::Closed,
             other => Error::ZooKeeper(other),

@@ -142,7 +142,8 @@ impl Mutex {
     /// Takes the lock if no other contender is ahead; never waits on a holder.
     ///
     /// Costs one round trip: the create and the listing that decides are sent together.
-    /// Returns `None`, with the node deleted, if the lock is held or waited for.
+    /// Returns `None`, with the node deleted, if the lock is held or waited for (also when
+    /// another acquisition through this same value is under way).
     ///
     /// # Notable errors
     /// As [`lock`](Self::lock), and [`Error::SessionExpired`] if the session expired while
@@ -170,8 +171,11 @@ impl Mutex {
 
     async fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard>> {
         let deadline = wait.deadline();
-        let Some(_turn) = bounded(deadline, async { Ok(self.acquiring.lock().await) }).await?
-        else {
+        let turn = match wait {
+            Wait::Never => self.acquiring.try_lock().ok(),
+            _ => bounded(deadline, async { Ok(self.acquiring.lock().await) }).await?,
+        };
+        let Some(_turn) = turn else {
             return Ok(None);
         };
         if let Some(guard) = self.reenter()? {

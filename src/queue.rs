@@ -21,7 +21,7 @@ use std::time::Instant;
 use tracing::{debug, debug_span, warn, Instrument};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, EventType, SessionState};
 
-use crate::error::{Error, Result};
+use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
 
 const SEQUENCE_DIGITS: usize = 10;
@@ -89,7 +89,7 @@ impl Queue {
                     made_root = true;
                     self.make_root(client).await?;
                 }
-                Err(zookeeper_client::Error::ConnectionLoss | zookeeper_client::Error::Timeout) => {
+                Err(err) if outcome_unknown(&err) => {
                     if let Some(contender) = creating.recover(self).await? {
                         return Ok(contender);
                     }
@@ -350,8 +350,8 @@ pub(crate) struct Probe {
 
 impl Probe {
     /// Resolves when this node can no longer be trusted to hold its place: the session
-    /// ended, the node was deleted, or the connection was suspended (at once, or after half
-    /// the session timeout when `tolerate_suspension`).
+    /// ended, the node was deleted, or the connection was suspended (at once, or after a
+    /// third of the session timeout when `tolerate_suspension`).
     ///
     /// # Cancel safety
     /// Cancel safe; the node watch is removed.
@@ -406,7 +406,7 @@ impl From<Error> for Loss {
 
 /// Resolves when the client's connection can no longer be trusted.
 async fn connection_lost(client: &Client, tolerate_suspension: bool) -> Loss {
-    let grace = client.session_timeout() / 2;
+    let grace = client.session_timeout() / 3;
     let mut states = client.state_watcher();
     let mut state = states.state();
     loop {
@@ -496,9 +496,7 @@ where
 {
     loop {
         match op().await {
-            Err(zookeeper_client::Error::ConnectionLoss | zookeeper_client::Error::Timeout) => {
-                reconnected(client).await?
-            }
+            Err(err) if outcome_unknown(&err) => reconnected(client).await?,
             other => return other.map_err(Error::from),
         }
     }

@@ -86,8 +86,9 @@ impl SessionBuilder {
     ///
     /// Default `false`: suspension counts as loss at once, the only choice that is safe when
     /// the network, not a server, failed. With `true`, loss is declared only if the
-    /// connection is not back within half the negotiated session timeout (the servers may
-    /// expire the session soon after that, counted from when the client noticed).
+    /// connection is not back within a third of the negotiated session timeout: the client
+    /// notices a silent connection after about two fifths of it, and the servers may expire
+    /// the session once the whole timeout has passed since they last heard from it.
     pub fn tolerate_suspension(mut self, tolerate: bool) -> Self {
         self.tolerate_suspension = tolerate;
         self

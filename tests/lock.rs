@@ -572,3 +572,73 @@ async fn missing_parents_are_created_as_containers() {
     guard.release().await.unwrap();
     assert_empty(&admin, &root).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn suspension_is_loss_by_default_and_tolerated_when_asked() {
+    use zk_recipes::SessionEvent;
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("suspend");
+    let admin = Client::connect(&ensemble.connect_string()).await.unwrap();
+
+    // Default: a cut connection loses the lock at once, long before the session expires.
+    let proxy = ensemble.proxy(0).await;
+    let strict = Session::builder()
+        .session_timeout(Duration::from_secs(20))
+        .connect(&proxy.address())
+        .await
+        .unwrap();
+    let guard = Mutex::new(&strict, &root).unwrap().lock().await.unwrap();
+    proxy.cut();
+    let loss = tokio::time::timeout(PATIENCE, guard.lost()).await.unwrap();
+    assert_eq!(loss, Loss::Suspended);
+    proxy.restore();
+    // The session survived, so the late release deletes its own node and says it was lost.
+    let mut events = strict.events();
+    events
+        .wait_for(|e| *e == SessionEvent::Reconnected)
+        .await
+        .unwrap();
+    assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
+    assert_empty(&admin, &root).await;
+
+    // Tolerant: a short suspension keeps the lock; a long one loses it.
+    let proxy = ensemble.proxy(0).await;
+    let tolerant = Session::builder()
+        .session_timeout(Duration::from_secs(6))
+        .tolerate_suspension(true)
+        .connect(&proxy.address())
+        .await
+        .unwrap();
+    let mut events = tolerant.events();
+    let guard = Mutex::new(&tolerant, &root).unwrap().lock().await.unwrap();
+    proxy.cut();
+    events
+        .wait_for(|e| *e == SessionEvent::Suspended)
+        .await
+        .unwrap();
+    proxy.restore();
+    events
+        .wait_for(|e| *e == SessionEvent::Reconnected)
+        .await
+        .unwrap();
+    assert!(
+        !guard.is_lost(),
+        "a short suspension was not tolerated: {:?}",
+        guard.lost().await
+    );
+    proxy.cut();
+    let loss = tokio::time::timeout(PATIENCE, guard.lost()).await.unwrap();
+    assert_eq!(loss, Loss::Suspended);
+    assert_eq!(
+        *events.borrow(),
+        SessionEvent::Suspended,
+        "loss must come before the session could expire"
+    );
+    proxy.restore();
+    events
+        .wait_for(|e| *e == SessionEvent::Reconnected)
+        .await
+        .unwrap();
+    assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
+    assert_empty(&admin, &root).await;
+}

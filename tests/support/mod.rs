@@ -518,8 +518,9 @@ pub async fn four_letter_at(address: &str, cmd: &str) -> String {
 }
 
 /// Forces expiry of a live session: a second client takes the session over with
-/// its id and password, then closes it. Returns once the close was acknowledged
-/// and no server lists the session among its connections any more.
+/// its id and password, then closes it, until a take-over attempt is answered
+/// "session expired" by the server; then waits until no server lists the session
+/// among its connections any more.
 ///
 /// ZooKeeper 3.8 drops the older connection of a session when another one takes
 /// it over, so the owner reconnects and may take it back before the second
@@ -554,7 +555,9 @@ pub async fn expire_session(connect_string: &str, session: &zookeeper_client::Se
                 {
                     panic!("closing session {id} was not acknowledged within 10 s");
                 }
-                break;
+                // The victim may have taken the session back before the close reached the
+                // server (each takeover kicks the other connection): try again until the
+                // server itself answers that the session is gone.
             }
             Err(Error::SessionExpired) => break, // already gone
             Err(e) if Instant::now() >= deadline => {
