@@ -409,11 +409,19 @@ async fn step(
             slot.insert(entered)
         }
     };
-    if let Err(err) = contender.wait_first(None).await {
-        if matches!(err, Error::SessionExpired) {
+    match contender.wait_first(None).await {
+        Ok(_) => {}
+        Err(Error::LockLost { node }) => {
+            warn!(%node, "our node was deleted while we waited; joining again");
             forget(slot);
+            return Ok(());
         }
-        return Err(err);
+        Err(err) => {
+            if matches!(err, Error::SessionExpired) {
+                forget(slot);
+            }
+            return Err(err);
+        }
     }
     let loss = lead(contender, election.session.tolerates_suspension(), report).await;
     match loss {

@@ -22,6 +22,7 @@
 //! * **Session expiry.** A `lock()` that was waiting when its session expired enters the
 //!   queue again on the new session (at its end: its old place died with the old session).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -208,39 +209,46 @@ impl Mutex {
 
     async fn contend(&self, wait: Wait) -> Result<Option<MutexGuard>> {
         let started = Instant::now();
-        let deadline = wait.deadline();
         loop {
-            let client = match wait {
-                Wait::Never => self.session.live_now()?,
-                _ => match bounded(deadline, self.session.live()).await? {
-                    Some(client) => client,
-                    None => return Ok(None),
-                },
-            };
-            let Some(mut contender) = bounded(deadline, self.queue.enter(&client, &[])).await?
-            else {
-                return Ok(None);
-            };
-            Span::current().record("node", contender.node());
-            Span::current().record("position", contender.ahead());
-            if matches!(wait, Wait::Never) && !contender.is_first() {
-                debug!(ahead = contender.ahead(), "lock is taken");
-                give_up(contender).await;
-                return Ok(None);
-            }
-            match contender.wait_first(deadline).await {
-                Ok(true) => return Ok(Some(self.hold(contender, started))),
-                Ok(false) => {
-                    debug!("gave up waiting");
-                    give_up(contender).await;
-                    return Ok(None);
-                }
-                Err(Error::SessionExpired) if !matches!(wait, Wait::Never) => {
-                    warn!("session expired while waiting; entering the queue again");
+            match self.contend_once(wait).await {
+                Ok(Some(contender)) => return Ok(Some(self.hold(contender, started))),
+                Ok(None) => return Ok(None),
+                Err(err @ (Error::SessionExpired | Error::LockLost { .. }))
+                    if !matches!(wait, Wait::Never) =>
+                {
+                    warn!(%err, "left the queue against our will; entering it again");
                 }
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// Enters the queue and waits to be first; `None` if the wait was given up.
+    async fn contend_once(&self, wait: Wait) -> Result<Option<Contender>> {
+        let deadline = wait.deadline();
+        let client = match wait {
+            Wait::Never => self.session.live_now()?,
+            _ => match bounded(deadline, self.session.live()).await? {
+                Some(client) => client,
+                None => return Ok(None),
+            },
+        };
+        let Some(mut contender) = bounded(deadline, self.queue.enter(&client, &[])).await? else {
+            return Ok(None);
+        };
+        Span::current().record("node", contender.node());
+        Span::current().record("position", contender.ahead());
+        if matches!(wait, Wait::Never) && !contender.is_first() {
+            debug!(ahead = contender.ahead(), "lock is taken");
+            give_up(contender).await;
+            return Ok(None);
+        }
+        if contender.wait_first(deadline).await? {
+            return Ok(Some(contender));
+        }
+        debug!("gave up waiting");
+        give_up(contender).await;
+        Ok(None)
     }
 
     fn hold(&self, contender: Contender, started: Instant) -> MutexGuard {
@@ -287,6 +295,8 @@ struct Held {
     token: u64,
     contender: Option<Contender>,
     loss: watch::Receiver<Option<Loss>>,
+    /// Set before the node is deleted on purpose, so that its deletion is not a loss.
+    releasing: Arc<AtomicBool>,
     monitor: JoinHandle<()>,
 }
 
@@ -297,11 +307,15 @@ impl Held {
         let node = contender.node().to_owned();
         let token = u64::try_from(contender.czxid()).unwrap_or_default();
         let probe = contender.probe();
+        let releasing = Arc::new(AtomicBool::new(false));
+        let released = releasing.clone();
         let monitor = tokio::spawn(
             async move {
                 let loss = probe.lost(tolerate_suspension).await;
-                warn!(?loss, "lock lost");
-                report.send_replace(Some(loss));
+                if !released.load(Ordering::SeqCst) {
+                    warn!(?loss, "lock lost");
+                    report.send_replace(Some(loss));
+                }
             }
             .instrument(info_span!("zk.lock.held", node = %node)),
         );
@@ -311,6 +325,7 @@ impl Held {
             token,
             contender,
             loss,
+            releasing,
             monitor,
         })
     }
@@ -326,8 +341,11 @@ impl Held {
     }
 
     /// Deletes the node, unless the lock was lost in a way that makes that pointless.
+    ///
+    /// The monitor's watch on the node is left to fire with the delete (removing it first
+    /// would cost a request on the release path); the monitor is stopped afterwards.
     async fn release(mut self) -> Result<()> {
-        self.monitor.abort();
+        self.releasing.store(true, Ordering::SeqCst);
         let lost = *self.loss.borrow();
         let Some(contender) = self.contender.take() else {
             return Ok(());
@@ -359,10 +377,14 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.monitor.abort();
-        if let Some(contender) = self.contender.take() {
-            debug!(node = %self.node, "guard dropped; releasing in the background");
-            drop(contender);
+        self.releasing.store(true, Ordering::SeqCst);
+        match self.contender.take() {
+            // The monitor ends when the background delete fires its watch.
+            Some(contender) => {
+                debug!(node = %self.node, "guard dropped; releasing in the background");
+                drop(contender);
+            }
+            None => self.monitor.abort(),
         }
     }
 }

@@ -8,9 +8,12 @@
 //!
 //! * Entering costs one round trip: the create and the child listing are sent back to back
 //!   on one session, so the listing already holds the new node.
-//! * A contender remembers the lower nodes it saw. Sequence numbers only grow, so no new node
-//!   can appear below it: when its predecessor goes it watches the next lower one it knows
-//!   of, and needs no new listing. A hand-off costs the same whatever the queue's length.
+//! * A contender keeps only its predecessor's name and whether that predecessor was first
+//!   when it last looked (no buffer that grows with the queue). Sequence numbers only grow,
+//!   so no node can appear below it: when a predecessor that was first goes, the contender
+//!   is first without asking the servers again — the hand-off costs no round trip after the
+//!   notification. Only when a predecessor that was itself waiting goes (it gave up, or its
+//!   session died) does the contender list the root once to find its new predecessor.
 //! * A [`Contender`] owns its node: dropping it deletes the node in the background. A create
 //!   whose reply was lost is found again by its uuid, so no outcome but "in the queue"
 //!   leaves a node behind.
@@ -59,7 +62,7 @@ impl Queue {
         async move {
             let contender = self.create(creating, &prefix, data).await?;
             tracing::Span::current().record("node", contender.node.as_str());
-            debug!(position = contender.below.len(), "entered the queue");
+            debug!(position = contender.ahead, "entered the queue");
             Ok(contender)
         }
         .instrument(span)
@@ -172,13 +175,17 @@ impl Creating {
 
     fn into_contender(mut self, node: String, czxid: i64, children: &[String]) -> Contender {
         self.armed = false;
-        let own = sequence(&node).unwrap_or_default();
+        let sequence = sequence(&node).unwrap_or_default();
+        let ahead = Ahead::of(children, sequence);
         Contender {
             client: self.client.clone(),
-            below: below(children, own),
             root: std::mem::take(&mut self.root),
             node,
             czxid,
+            sequence,
+            predecessor: ahead.predecessor.map(str::to_owned),
+            predecessor_first: ahead.count == 1,
+            ahead: ahead.count,
             armed: true,
         }
     }
@@ -232,8 +239,13 @@ pub(crate) struct Contender {
     root: String,
     node: String,
     czxid: i64,
-    /// Names of the lower contenders seen, in queue order; the last is the predecessor.
-    below: Vec<String>,
+    sequence: i32,
+    /// The name of the contender immediately ahead, if any is known to exist.
+    predecessor: Option<String>,
+    /// Whether that predecessor was first when last looked: then its going makes us first.
+    predecessor_first: bool,
+    /// How many contenders were ahead when last looked.
+    ahead: usize,
     armed: bool,
 }
 
@@ -254,34 +266,65 @@ impl Contender {
 
     /// Whether no lower contender is known to exist.
     pub(crate) fn is_first(&self) -> bool {
-        self.below.is_empty()
+        self.predecessor.is_none()
     }
 
-    /// How many contenders are known to be ahead.
+    /// How many contenders were ahead when last looked.
     pub(crate) fn ahead(&self) -> usize {
-        self.below.len()
+        self.ahead
     }
 
     /// Waits until this contender is first, or `deadline` passes (`Ok(false)`).
+    ///
+    /// # Notable errors
+    /// * [`Error::LockLost`] if the contender's own node is gone (deleted by someone).
+    /// * [`Error::SessionExpired`] if the session expired.
     ///
     /// # Cancel safety
     /// Cancel safe: the contender keeps its place and its knowledge of the queue; the
     /// predecessor watch is removed.
     pub(crate) async fn wait_first(&mut self, deadline: Option<Instant>) -> Result<bool> {
-        while let Some(predecessor) = self.below.last() {
-            let predecessor = path::join(&self.root, predecessor);
-            let gone = self.predecessor_gone(&predecessor);
-            let gone = match deadline {
-                Some(deadline) => match tokio::time::timeout_at(deadline.into(), gone).await {
-                    Ok(gone) => gone,
-                    Err(_) => return Ok(false),
-                },
-                None => gone.await,
-            };
-            gone?;
-            self.below.pop();
+        let waiting = self.wait_until_first();
+        match deadline {
+            None => waiting.await.map(|()| true),
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), waiting).await {
+                Ok(waited) => waited.map(|()| true),
+                Err(_) => Ok(false),
+            },
         }
-        Ok(true)
+    }
+
+    async fn wait_until_first(&mut self) -> Result<()> {
+        while let Some(predecessor) = &self.predecessor {
+            let predecessor = path::join(&self.root, predecessor);
+            self.predecessor_gone(&predecessor).await?;
+            if self.predecessor_first {
+                debug!(node = %self.node, "predecessor was first: handed off");
+                self.predecessor = None;
+                self.ahead = 0;
+            } else {
+                self.look_again().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists the root to learn the predecessor anew, after one that was waiting went.
+    async fn look_again(&mut self) -> Result<()> {
+        let client = &self.client;
+        let children = retry(client, || client.list_children(&self.root)).await?;
+        let own = self.node.rsplit_once('/').map_or("", |(_, name)| name);
+        if !children.iter().any(|name| name == own) {
+            return Err(Error::LockLost {
+                node: self.node.clone(),
+            });
+        }
+        let ahead = Ahead::of(&children, self.sequence);
+        debug!(node = %self.node, ahead = ahead.count, "predecessor left the queue; looked again");
+        self.predecessor = ahead.predecessor.map(str::to_owned);
+        self.predecessor_first = ahead.count == 1;
+        self.ahead = ahead.count;
+        Ok(())
     }
 
     /// Resolves once `predecessor` is deleted.
@@ -559,15 +602,36 @@ pub(crate) fn sort_contenders(names: &mut Vec<String>) {
     names.sort_by_cached_key(|name| sequence(name).map(|s| s.wrapping_sub(reference)));
 }
 
-/// The contenders below `own` in queue order.
-fn below(children: &[String], own: i32) -> Vec<String> {
-    let mut below: Vec<(i32, &String)> = children
-        .iter()
-        .filter_map(|name| sequence(name).map(|seq| (seq, name)))
-        .filter(|&(seq, _)| serial_order(seq, own) == Ordering::Less)
-        .collect();
-    below.sort_by(|a, b| serial_order(a.0, b.0));
-    below.into_iter().map(|(_, name)| name.clone()).collect()
+/// What a listing says about the contenders ahead of one sequence number.
+#[derive(Debug, PartialEq, Eq)]
+struct Ahead<'a> {
+    /// The closest one ahead.
+    predecessor: Option<&'a str>,
+    /// How many are ahead.
+    count: usize,
+}
+
+impl<'a> Ahead<'a> {
+    fn of(children: &'a [String], own: i32) -> Ahead<'a> {
+        let mut ahead = Ahead {
+            predecessor: None,
+            count: 0,
+        };
+        let mut closest = None;
+        for name in children {
+            let Some(seq) = sequence(name) else { continue };
+            if serial_order(seq, own) != Ordering::Less {
+                continue;
+            }
+            ahead.count += 1;
+            let closer = closest.map_or(true, |closest| serial_order(seq, closest).is_gt());
+            if closer {
+                closest = Some(seq);
+                ahead.predecessor = Some(name);
+            }
+        }
+        ahead
+    }
 }
 
 #[cfg(test)]
@@ -635,14 +699,19 @@ mod tests {
             ])
         );
         assert_eq!(
-            below(&list, i32::MIN + 1),
-            names(&[
-                "_c_y-lock-2147483646",
-                "_c_w-lock-2147483647",
-                "_c_z-lock--2147483648"
-            ])
+            Ahead::of(&list, i32::MIN + 1),
+            Ahead {
+                predecessor: Some("_c_z-lock--2147483648"),
+                count: 3
+            }
         );
-        assert!(below(&list, 2147483646).is_empty());
+        assert_eq!(
+            Ahead::of(&list, 2147483646),
+            Ahead {
+                predecessor: None,
+                count: 0
+            }
+        );
     }
 
     #[test]
@@ -663,8 +732,18 @@ mod tests {
             ])
         );
         assert_eq!(
-            below(&list, 9),
-            names(&["9f1c2d__lock__0000000007", "_c_ours-lock-0000000008"])
+            Ahead::of(&list, 9),
+            Ahead {
+                predecessor: Some("_c_ours-lock-0000000008"),
+                count: 2
+            }
+        );
+        assert_eq!(
+            Ahead::of(&list, 8),
+            Ahead {
+                predecessor: Some("9f1c2d__lock__0000000007"),
+                count: 1
+            }
         );
     }
 

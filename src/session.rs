@@ -286,8 +286,8 @@ impl Session {
     /// The client of the live session, without waiting for one.
     pub(crate) fn live_now(&self) -> Result<Client> {
         match &*self.inner.current.borrow() {
-            Current::Live(client) => Ok(client.clone()),
-            Current::Renewing => Err(Error::SessionExpired),
+            Current::Live(client) if !client.state().is_terminated() => Ok(client.clone()),
+            Current::Live(_) | Current::Renewing => Err(Error::SessionExpired),
             Current::Closed => Err(Error::Closed),
         }
     }
@@ -299,7 +299,12 @@ impl Session {
     pub(crate) async fn live(&self) -> Result<Client> {
         let mut current = self.inner.current.subscribe();
         let state = current
-            .wait_for(|state| !matches!(state, Current::Renewing))
+            .wait_for(|state| match state {
+                // A client that has just ended is replaced as soon as the keeper sees it.
+                Current::Live(client) => !client.state().is_terminated(),
+                Current::Renewing => false,
+                Current::Closed => true,
+            })
             .await
             .map_err(|_| Error::Closed)?;
         match &*state {
