@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{unique_root, Ensemble};
+use support::{await_children, await_empty, unique_root, Ensemble};
 use tokio::time::Instant;
 use zk_recipes::{Candidate, Error, LeaderElection, Role, Session};
 use zookeeper_client::Client;
@@ -24,25 +24,6 @@ async fn session(hosts: &str) -> Session {
 
 fn client(session: &Session) -> Client {
     session.client().expect("live session")
-}
-
-/// Waits (on child watches) until `root` has no children.
-async fn assert_empty(client: &Client, root: &str) {
-    let wait = async {
-        loop {
-            match client.get_and_watch_children(root).await {
-                Err(zookeeper_client::Error::NoNode) => return,
-                Ok((children, _, _)) if children.is_empty() => return,
-                Ok((_, _, watcher)) => {
-                    watcher.changed().await;
-                }
-                Err(err) => panic!("listing {root}: {err}"),
-            }
-        }
-    };
-    if tokio::time::timeout(PATIENCE, wait).await.is_err() {
-        panic!("{root} still holds {:?}", client.list_children(root).await);
-    }
 }
 
 fn leaders(candidates: &[Option<Candidate>]) -> Vec<usize> {
@@ -151,7 +132,7 @@ async fn one_leader_at_a_time_and_resign_passes_in_queue_order() {
     stop.store(true, Ordering::SeqCst);
     let samples = sampler.await.unwrap();
     assert!(samples > 10, "the sampler barely ran ({samples} samples)");
-    assert_empty(&client(&sessions[0]), &root).await;
+    await_empty(&client(&sessions[0]), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -196,25 +177,25 @@ async fn cut_off_leader_steps_down_before_the_next_one_leads() {
     // Back on the network the old candidate has a new session and queues behind.
     proxy.restore();
     let observer = LeaderElection::new(&other_session, &root, "observer").unwrap();
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let ids: Vec<String> = observer
-            .participants()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|p| p.id)
-            .collect();
-        if ids == ["next", "cut"] {
-            break;
-        }
-        assert!(Instant::now() < deadline, "participants: {ids:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let queue = await_children(
+        &client(&other_session),
+        &root,
+        "the re-joined candidate",
+        |now| now.len() == 2 && now[0] == support::name(new.node()),
+    )
+    .await;
+    let ids: Vec<String> = observer
+        .participants()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(ids, ["next", "cut"], "queue {queue:?}");
     assert_eq!(cut.role(), Role::Follower);
     cut.resign().await.unwrap();
     next.resign().await.unwrap();
-    assert_empty(&client(&other_session), &root).await;
+    await_empty(&client(&other_session), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -273,7 +254,7 @@ async fn run_requeues_after_the_work_and_dropping_it_resigns() {
     assert_eq!(election.leader().await.unwrap().unwrap().id, "runner");
     blocking.abort();
     let _ = blocking.await;
-    assert_empty(&client(&s), &root).await;
+    await_empty(&client(&s), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -307,7 +288,7 @@ async fn observers_see_participants_in_queue_order() {
         candidate.resign().await.unwrap();
     }
     assert_eq!(observer.leader().await.unwrap(), None);
-    assert_empty(&client(&watcher), &root).await;
+    await_empty(&client(&watcher), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -352,5 +333,5 @@ async fn dropping_a_candidate_leaves_the_queue() {
     let led = tokio::time::timeout(PATIENCE, second.leadership()).await;
     assert!(led.expect("second never led").is_ok());
     drop(second);
-    assert_empty(&client(&s), &root).await;
+    await_empty(&client(&s), &root).await;
 }

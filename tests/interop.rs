@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use support::{unique_root, Ensemble};
+use support::{await_count, await_empty, children, name, unique_root, Ensemble};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use zk_recipes::{Candidate, LeaderElection, Mutex, MutexGuard, Role, Session};
@@ -314,59 +314,11 @@ async fn session(zk: &Ensemble) -> Session {
         .unwrap_or_else(|e| panic!("cannot connect a session: {e}"))
 }
 
-/// The children of `root` in queue order (by sequence suffix), without the root's prefix.
-async fn children(client: &Client, root: &str) -> Vec<String> {
-    let mut names = match client.list_children(root).await {
-        Ok(names) => names,
-        Err(zookeeper_client::Error::NoNode) => Vec::new(),
-        Err(e) => panic!("cannot list {root}: {e}"),
-    };
-    names.sort_by_key(|name| sequence(name));
-    names
-}
-
 /// The sequence number at the end of a contender node's name.
 fn sequence(node: &str) -> i64 {
     node.get(node.len().saturating_sub(10)..)
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("{node:?} has no sequence suffix"))
-}
-
-fn name_of(node: &str) -> &str {
-    node.rsplit('/').next().unwrap_or(node)
-}
-
-/// Waits until `root` has `n` children; returns them in queue order.
-async fn wait_children(client: &Client, root: &str, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let names = children(client, root).await;
-        if names.len() == n {
-            return names;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{root} should have {n} contenders within 10 s, has {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// After a test: no contender is left under the lock root (released guards and closed peers
-/// delete theirs, some in the background).
-async fn assert_root_empty(client: &Client, root: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let names = children(client, root).await;
-        if names.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{root} still holds {names:?} 5 s after the test"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Waits for a spawned `lock()`; fails if it takes longer than a hand-off should.
@@ -464,16 +416,6 @@ async fn rust_contenders(
     per_session: usize,
 ) -> RustTally {
     let sessions = [session(zk).await, session(zk).await];
-    let watcher = observer(zk).await;
-    // Start once the foreign side is contending, so both sides really interleave.
-    let deadline = Instant::now() + PEER_TIMEOUT;
-    while children(&watcher, root).await.is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the {foreign} peer never entered {root}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     let tokens = Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
     let mut tasks = Vec::new();
     for (s, session) in sessions.iter().enumerate() {
@@ -519,14 +461,30 @@ async fn rust_contenders(
 async fn exclusion_with(zk: &Ensemble, mut peer: Peer, root: &str, foreign: &'static str) {
     let client = observer(zk).await;
     let section = Arc::new(Section::create(&client, root).await);
-    // The peer's threads, each on its own session.
+    // A Rust gate holds the lock until the peer's threads (each on its own session) queue
+    // behind it, so both sides really interleave from the start.
+    let gate_session = session(zk).await;
+    let gate = Mutex::new(&gate_session, root)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
     let peer_threads = 2;
     peer.send(&format!(
         "stress {ROUNDS} {} {} {peer_threads}",
         section.counter, section.inside
     ))
     .await;
-    let rust = rust_contenders(zk, root, section.clone(), foreign, 2).await;
+    await_count(&client, root, 1 + peer_threads as usize).await;
+    let open_gate = async {
+        // The 4 Rust contenders queue behind the peer's threads; then the gate opens.
+        await_count(&client, root, 1 + peer_threads as usize + 4).await;
+        gate.release().await.unwrap();
+    };
+    let (rust, ()) = tokio::join!(
+        rust_contenders(zk, root, section.clone(), foreign, 2),
+        open_gate
+    );
     let reply = peer.reply().await;
     let mut words = reply.split(' ').map(|w| w.parse::<u64>().unwrap());
     let (peer_acquisitions, peer_overlaps) = (words.next().unwrap(), words.next().unwrap());
@@ -549,7 +507,7 @@ async fn exclusion_with(zk: &Ensemble, mut peer: Peer, root: &str, foreign: &'st
         "no Rust holder ever followed a {foreign} holder: the two sides did not interleave"
     );
     section.remove(&client).await;
-    assert_root_empty(&client, root).await;
+    await_empty(&client, root).await;
 }
 
 /// Queue order across languages: a Rust waiter behind a `peer` holder gets the lock only
@@ -575,7 +533,7 @@ async fn hand_offs_with(
         .to_string();
     assert_eq!(
         children(&client, root).await,
-        vec![name_of(&peer_node).to_string()]
+        vec![name(&peer_node).to_string()]
     );
     let peer_czxid = client.check_stat(&peer_node).await.unwrap().unwrap().czxid;
     let mutex = Mutex::new(&one, root).unwrap();
@@ -597,7 +555,7 @@ async fn hand_offs_with(
         "a given-up try left a node"
     );
     let waiter = tokio::spawn(async move { mutex.lock().await });
-    wait_children(&client, root, 2).await;
+    await_count(&client, root, 2).await;
     tokio::time::sleep(STILL_WAITING).await;
     assert!(
         !waiter.is_finished(),
@@ -628,11 +586,11 @@ async fn hand_offs_with(
         "a given-up peer try left a node"
     );
     peer.send("lock").await;
-    wait_children(&client, root, 2).await;
+    await_count(&client, root, 2).await;
     let second = Mutex::new(&two, root).unwrap();
     let waiter = tokio::spawn(async move { second.lock().await });
-    let queue = wait_children(&client, root, 3).await;
-    assert_eq!(queue[0], name_of(guard.node()));
+    let queue = await_count(&client, root, 3).await;
+    assert_eq!(queue[0], name(guard.node()));
     // The peer orders the queue as we do.
     peer.send(peer_view).await;
     // (The peer is busy with `lock`: its answers come in order.)
@@ -648,7 +606,7 @@ async fn hand_offs_with(
         None => peer.fail(&format!("was not handed the lock: {reply:?}")),
     };
     assert_eq!(
-        name_of(&peer_node),
+        name(&peer_node),
         queue[1],
         "the peer holds through its own node"
     );
@@ -666,11 +624,11 @@ async fn hand_offs_with(
     );
     assert_eq!(peer.call("unlock").await, "unlocked");
     let guard = handed_off(waiter, "Rust waiter behind the peer waiter").await;
-    assert_eq!(name_of(guard.node()), queue[2]);
+    assert_eq!(name(guard.node()), queue[2]);
     guard.release().await.unwrap();
 
     peer.quit().await;
-    assert_root_empty(&client, root).await;
+    await_empty(&client, root).await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -814,12 +772,12 @@ async fn election_shares_path_with_curator_leader_latch() {
 
     // Queue: j1, r1, j2, r2 — alternating languages.
     assert_eq!(java.call("latch-join j1").await, "joined");
-    wait_children(&client, &root, 1).await;
+    await_count(&client, &root, 1).await;
     let r1 = r1_election.join().await.unwrap();
     assert_eq!(java.call("latch-join j2").await, "joined");
-    wait_children(&client, &root, 3).await;
+    await_count(&client, &root, 3).await;
     let r2 = r2_election.join().await.unwrap();
-    let queue = wait_children(&client, &root, 4).await;
+    let queue = await_count(&client, &root, 4).await;
 
     let participants = r2_election.participants().await.unwrap();
     let ids: Vec<&str> = participants.iter().map(|p| p.id.as_str()).collect();
@@ -828,7 +786,7 @@ async fn election_shares_path_with_curator_leader_latch() {
         ["j1", "r1", "j2", "r2"],
         "participants() in queue order, Java ids too"
     );
-    let nodes: Vec<&str> = participants.iter().map(|p| name_of(&p.node)).collect();
+    let nodes: Vec<&str> = participants.iter().map(|p| name(&p.node)).collect();
     assert_eq!(nodes, queue, "participants() nodes");
     assert!(
         participants.iter().all(|p| p.node.contains("-latch-")),
@@ -851,7 +809,7 @@ async fn election_shares_path_with_curator_leader_latch() {
         .expect("r1 should lead once j1 closed")
         .unwrap();
     assert!(leadership.term() > j1_term, "terms grow across languages");
-    assert_eq!(name_of(leadership.node()), queue[1]);
+    assert_eq!(name(leadership.node()), queue[1]);
     settle_on("r1", &mut java, &["j2"], &rust, &r1_election).await;
 
     // The Rust leader resigns: the next in queue, a Java latch, leads.
@@ -872,7 +830,7 @@ async fn election_shares_path_with_curator_leader_latch() {
     // A Java latch joins at the end; the Java leader leaves: the Rust candidate leads, then
     // hands over to that Java latch.
     assert_eq!(java.call("latch-join j3").await, "joined");
-    wait_children(&client, &root, 3).await;
+    await_count(&client, &root, 3).await;
     assert_eq!(java.call("latch-close j2").await, "closed");
     let term = tokio::time::timeout(HANDOFF, r2.leadership())
         .await
@@ -892,5 +850,5 @@ async fn election_shares_path_with_curator_leader_latch() {
     assert!(czxid(format!("{root}/{j3_node}")).await > term);
 
     java.quit().await;
-    assert_root_empty(&client, &root).await;
+    await_empty(&client, &root).await;
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{unique_root, Ensemble};
+use support::{await_count, await_empty, children, name, unique_root, Ensemble};
 use zk_recipes::{DistributedLock, Error, Loss, Mutex, Session};
 use zookeeper_client::{Acls, Client, CreateMode};
 
@@ -26,75 +26,16 @@ fn client(session: &Session) -> Client {
     session.client().expect("live session")
 }
 
-/// The children of `root` (empty if it does not exist).
-async fn children(client: &Client, root: &str) -> Vec<String> {
-    match client.list_children(root).await {
-        Ok(mut children) => {
-            children.sort();
-            children
-        }
-        Err(zookeeper_client::Error::NoNode) => Vec::new(),
-        Err(err) => panic!("listing {root}: {err}"),
-    }
-}
-
-/// Waits (on child watches, not sleeps) until `root` holds exactly `expected`.
+/// Waits until `root` holds exactly the nodes named `expected`.
 async fn await_children(client: &Client, root: &str, expected: &[&str]) {
     let mut expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
     expected.sort();
-    let wait = async {
-        loop {
-            let (mut now, _, watcher) = match client.get_and_watch_children(root).await {
-                Ok(listed) => listed,
-                Err(zookeeper_client::Error::NoNode) if expected.is_empty() => return,
-                Err(err) => panic!("listing {root}: {err}"),
-            };
-            now.sort();
-            if now == expected {
-                return;
-            }
-            watcher.changed().await;
-        }
-    };
-    if tokio::time::timeout(PATIENCE, wait).await.is_err() {
-        panic!(
-            "{root} holds {:?}, expected {expected:?}",
-            children(client, root).await
-        );
-    }
-}
-
-async fn assert_empty(client: &Client, root: &str) {
-    await_children(client, root, &[]).await;
-}
-
-fn name(node: &str) -> &str {
-    node.rsplit_once('/').map_or(node, |(_, name)| name)
-}
-
-/// Waits until `root` has `n` children (a contender has entered the queue).
-async fn await_count(client: &Client, root: &str, n: usize) {
-    let wait = async {
-        loop {
-            let (now, _, watcher) = match client.get_and_watch_children(root).await {
-                Ok(listed) => listed,
-                Err(zookeeper_client::Error::NoNode) => {
-                    let (_, watcher) = client.check_and_watch_stat(root).await.expect("exists");
-                    watcher.changed().await;
-                    continue;
-                }
-                Err(err) => panic!("listing {root}: {err}"),
-            };
-            if now.len() >= n {
-                assert_eq!(now.len(), n, "more contenders than expected in {root}");
-                return;
-            }
-            watcher.changed().await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, wait)
-        .await
-        .unwrap_or_else(|_| panic!("{root} never reached {n} children"));
+    support::await_children(client, root, &format!("{expected:?}"), |now| {
+        let mut now = now.to_vec();
+        now.sort();
+        now == expected
+    })
+    .await;
 }
 
 /// 16 contenders over 4 sessions, 100 acquisitions each: never two inside, tokens strictly
@@ -139,7 +80,7 @@ async fn exclusion(ensemble: &Ensemble) {
         entries.windows(2).all(|w| w[0] < w[1]),
         "fencing tokens not strictly increasing in order of entry"
     );
-    assert_empty(&client(&sessions[0]), &root).await;
+    await_empty(&client(&sessions[0]), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -177,7 +118,7 @@ async fn waiters_acquire_in_order_of_arrival() {
         waiter.await.unwrap();
     }
     assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
-    assert_empty(&observer, &root).await;
+    await_empty(&observer, &root).await;
 }
 
 /// `wchc`: session id -> watched paths under `root`.
@@ -259,8 +200,7 @@ async fn no_herd_one_watch_per_waiter() {
         await_count(&observer, &root, i + 2).await;
     }
     // Queue order: holder, then waiters in order of arrival.
-    let mut queue: Vec<String> = children(&observer, &root).await;
-    queue.sort_by_key(|name| name[name.len() - 10..].to_owned());
+    let queue: Vec<String> = children(&observer, &root).await;
     let queue: Vec<String> = queue.iter().map(|n| format!("{root}/{n}")).collect();
     assert_eq!(queue[0], holder.node());
 
@@ -301,7 +241,7 @@ async fn no_herd_one_watch_per_waiter() {
     for waiter in waiters {
         waiter.await.unwrap();
     }
-    assert_empty(&observer, &root).await;
+    await_empty(&observer, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -340,7 +280,7 @@ async fn try_lock_never_waits_and_leaves_nothing() {
     guard.release().await.unwrap();
     let guard = dynamic.try_lock_for(PATIENCE).await.unwrap().expect("free");
     guard.release().await.unwrap();
-    assert_empty(&observer, &root).await;
+    await_empty(&observer, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -380,7 +320,7 @@ async fn cancelled_waits_leave_no_node() {
     await_children(&observer, &root, &[&holder_name]).await;
 
     holder.release().await.unwrap();
-    assert_empty(&observer, &root).await;
+    await_empty(&observer, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -422,7 +362,7 @@ async fn a_waiter_leaving_mid_queue_keeps_the_order() {
     first.await.unwrap();
     last.await.unwrap();
     assert_eq!(*order.lock().unwrap(), ["first", "last"]);
-    assert_empty(&observer, &root).await;
+    await_empty(&observer, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -441,7 +381,7 @@ async fn lost_when_the_node_is_deleted() {
         Err(Error::LockLost { .. }) => {}
         other => panic!("release of a lost lock: {other:?}"),
     }
-    assert_empty(&admin, &root).await;
+    await_empty(&admin, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -476,7 +416,7 @@ async fn lost_on_session_expiry_and_the_next_waiter_acquires() {
         "the late release harmed the next holder"
     );
     next_guard.release().await.unwrap();
-    assert_empty(&observer, &root).await;
+    await_empty(&observer, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -502,7 +442,7 @@ async fn reentrant_per_mutex_value() {
     inner.release().await.unwrap();
     assert_eq!(children(&observer, &root).await, [name(outer.node())]);
     outer.release().await.unwrap();
-    assert_empty(&observer, &root).await;
+    await_empty(&observer, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -540,7 +480,7 @@ async fn bad_input_is_refused_and_leaves_nothing() {
         Err(Error::EphemeralParent { path }) => assert_eq!(path, under),
         other => panic!("lock under an ephemeral: {other:?}"),
     }
-    assert_empty(&admin, &parent).await;
+    await_empty(&admin, &parent).await;
 
     // A root whose ACL denies create.
     let denied = unique_root("denied");
@@ -556,7 +496,7 @@ async fn bad_input_is_refused_and_leaves_nothing() {
         Err(Error::NoAuth { path }) => assert_eq!(path, denied),
         other => panic!("lock on a read-only root: {other:?}"),
     }
-    assert_empty(&admin, &denied).await;
+    await_empty(&admin, &denied).await;
     admin.delete(&denied, None).await.unwrap();
 }
 
@@ -570,7 +510,7 @@ async fn missing_parents_are_created_as_containers() {
     let (_, stat) = admin.get_data(&root).await.unwrap();
     assert_eq!(stat.ephemeral_owner, 0);
     guard.release().await.unwrap();
-    assert_empty(&admin, &root).await;
+    await_empty(&admin, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -599,7 +539,7 @@ async fn suspension_is_loss_by_default_and_tolerated_when_asked() {
         .await
         .unwrap();
     assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
-    assert_empty(&admin, &root).await;
+    await_empty(&admin, &root).await;
 
     // Tolerant: a short suspension keeps the lock; a long one loses it.
     let proxy = ensemble.proxy(0).await;
@@ -640,5 +580,5 @@ async fn suspension_is_loss_by_default_and_tolerated_when_asked() {
         .await
         .unwrap();
     assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
-    assert_empty(&admin, &root).await;
+    await_empty(&admin, &root).await;
 }

@@ -13,6 +13,7 @@
 
 mod launcher;
 mod proxy;
+mod znodes;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -28,6 +29,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub use proxy::Proxy;
+#[allow(unused_imports)] // each test binary uses some of them
+pub use znodes::{await_children, await_count, await_empty, children, name, observe};
 
 /// How long a server may take to start serving before the test fails.
 const START_TIMEOUT: Duration = Duration::from_secs(40);

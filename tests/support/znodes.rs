@@ -1,0 +1,115 @@
+//! Looking at a recipe root from outside: its children, and waiting on child watches
+//! (never on sleeps) for them to reach a state.
+
+use std::time::Duration;
+
+use zookeeper_client::{Client, SessionState};
+
+/// How long a test waits for the children it expects before it fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The last component of a node's path.
+pub fn name(node: &str) -> &str {
+    node.rsplit_once('/').map_or(node, |(_, name)| name)
+}
+
+/// The sequence number at the end of a contender's name, if any.
+fn sequence(name: &str) -> Option<i64> {
+    name.get(name.len().saturating_sub(10)..)?.parse().ok()
+}
+
+fn queue_order(names: &mut [String]) {
+    names.sort_by(|a, b| (sequence(a), a).cmp(&(sequence(b), b)));
+}
+
+/// Runs a read again after a connection fault, once the client is connected again: an
+/// observer must ride out the faults the tests cause.
+pub async fn observe<T, F, Fut>(client: &Client, mut read: F) -> Result<T, zookeeper_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, zookeeper_client::Error>>,
+{
+    use zookeeper_client::Error::{ConnectionLoss, Custom, Timeout};
+    loop {
+        match read().await {
+            Err(ConnectionLoss | Timeout | Custom(_)) => {
+                let mut states = client.state_watcher();
+                let mut state = states.state();
+                while state == SessionState::Disconnected {
+                    state = states.changed().await;
+                }
+                assert_eq!(
+                    state,
+                    SessionState::SyncConnected,
+                    "the observer's session ended"
+                );
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The children of `root` in queue order (by sequence suffix); empty if it does not exist.
+pub async fn children(client: &Client, root: &str) -> Vec<String> {
+    let mut names = match observe(client, || client.list_children(root)).await {
+        Ok(names) => names,
+        Err(zookeeper_client::Error::NoNode) => Vec::new(),
+        Err(err) => panic!("cannot list {root}: {err}"),
+    };
+    queue_order(&mut names);
+    names
+}
+
+/// Waits on child watches until `done` holds for the children of `root` (in queue order);
+/// returns them. Fails the test after 30 s, saying `what` was awaited.
+pub async fn await_children(
+    client: &Client,
+    root: &str,
+    what: &str,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let wait = async {
+        loop {
+            let listed = observe(client, || client.get_and_watch_children(root)).await;
+            let (mut names, watcher) = match listed {
+                Ok((names, _, watcher)) => (names, watcher),
+                Err(zookeeper_client::Error::NoNode) => {
+                    if done(&[]) {
+                        return Vec::new();
+                    }
+                    let (_, watcher) = observe(client, || client.check_and_watch_stat(root))
+                        .await
+                        .unwrap_or_else(|err| panic!("cannot watch {root}: {err}"));
+                    watcher.changed().await;
+                    continue;
+                }
+                Err(err) => panic!("cannot list {root}: {err}"),
+            };
+            queue_order(&mut names);
+            if done(&names) {
+                return names;
+            }
+            watcher.changed().await;
+        }
+    };
+    match tokio::time::timeout(PATIENCE, wait).await {
+        Ok(names) => names,
+        Err(_) => panic!(
+            "{root} never held {what} within {PATIENCE:?}; it holds {:?}",
+            children(client, root).await
+        ),
+    }
+}
+
+/// Waits until `root` holds exactly `n` children; returns them in queue order.
+pub async fn await_count(client: &Client, root: &str, n: usize) -> Vec<String> {
+    await_children(client, root, &format!("{n} children"), |names| {
+        names.len() == n
+    })
+    .await
+}
+
+/// Waits until `root` holds no child: nothing of any contender is left behind.
+pub async fn await_empty(client: &Client, root: &str) {
+    await_children(client, root, "no children", <[String]>::is_empty).await;
+}
