@@ -1,0 +1,1232 @@
+//! Fault tolerance against real 3-server ensembles: a killed leader server, a paused
+//! server, a client cut off until its session expires, a connection cut right after a
+//! create, a lost quorum, and an election under the same faults.
+//!
+//! Every critical section (and every leadership) is recorded in a [`History`] with instants
+//! of one process clock; the checker asserts that trusted sections never overlap, that a
+//! holder overlapped by a later one had been told of its loss before the later one
+//! entered, and that fencing tokens (terms) grow in order of entry.
+//!
+//! Each scenario runs on its own ensemble. The scenarios run one at a time (see
+//! [`serial`]): three JVMs per scenario are all a 2-core machine can carry reliably.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{await_count, await_empty, name, observe, unique_root, Ensemble};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zk_recipes::{
+    Candidate, Error, LeaderElection, Leadership, Mutex, Role, Session, SessionEvent,
+};
+use zookeeper_client::{Client, SessionState};
+
+/// Upper bound for anything a test waits on; reaching it fails the test.
+const PATIENCE: Duration = Duration::from_secs(30);
+/// Slack allowed past a caller's own bound on a noisy 2-core machine.
+const SLACK: Duration = Duration::from_secs(2);
+/// How long a contender holds the lock: simulated work, not synchronisation.
+const WORK: Duration = Duration::from_millis(2);
+
+/// Runs the scenarios one after another, whatever `--test-threads` says.
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
+
+async fn session_on(hosts: &str, timeout: Duration) -> Session {
+    Session::builder()
+        .session_timeout(timeout)
+        .connect(hosts)
+        .await
+        .unwrap_or_else(|err| panic!("connect {hosts}: {err}"))
+}
+
+/// A plain client with a long session, to look at the servers across faults.
+async fn observer(hosts: &str) -> Client {
+    Client::connector()
+        .with_session_timeout(Duration::from_secs(30))
+        .connect(hosts)
+        .await
+        .unwrap_or_else(|err| panic!("observer connect {hosts}: {err}"))
+}
+
+/// Waits until `root` holds exactly the nodes named `expected`.
+async fn await_children(client: &Client, root: &str, expected: &[&str]) {
+    let expected: BTreeSet<String> = expected.iter().map(|s| s.to_string()).collect();
+    support::await_children(client, root, &format!("{expected:?}"), |now| {
+        now.iter().cloned().collect::<BTreeSet<_>>() == expected
+    })
+    .await;
+}
+
+/// Fails the test if `work` takes longer than `within`.
+async fn bounded<T>(what: &str, within: Duration, work: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(within, work).await {
+        Ok(done) => done,
+        Err(_) => panic!("{what}: not within {within:?}"),
+    }
+}
+
+// ----- the history checker -----
+
+/// One critical section, or one leadership.
+#[derive(Clone, Debug)]
+struct Section {
+    who: String,
+    /// Fencing token (lock) or term (election).
+    token: u64,
+    /// The node that held.
+    node: String,
+    enter: Instant,
+    exit: Instant,
+    /// `!is_lost()` read at exit (a leadership is trusted until its `lost()` resolves).
+    trusted: bool,
+    /// When the holder learned of the loss, if it did before (or at) its exit.
+    told: Option<Instant>,
+}
+
+#[derive(Clone, Default)]
+struct History {
+    sections: Arc<std::sync::Mutex<Vec<Section>>>,
+    entries: Arc<AtomicUsize>,
+    progress: Arc<watch::Sender<usize>>,
+}
+
+impl History {
+    fn new() -> History {
+        History {
+            sections: Default::default(),
+            entries: Default::default(),
+            progress: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Counts an entry at once (before the section ends), for waiting on progress.
+    fn entered(&self) {
+        self.entries.fetch_add(1, Ordering::SeqCst);
+        self.progress.send_modify(|n| *n += 1);
+    }
+
+    fn record(&self, section: Section) {
+        self.sections.lock().unwrap().push(section);
+    }
+
+    fn entries(&self) -> usize {
+        self.entries.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` sections have been entered in all.
+    async fn await_entries(&self, n: usize, within: Duration) {
+        let mut progress = self.progress.subscribe();
+        let waited = tokio::time::timeout(within, progress.wait_for(|&seen| seen >= n)).await;
+        if waited.is_err() {
+            panic!(
+                "only {} of {n} critical sections entered within {within:?}",
+                self.entries()
+            );
+        }
+    }
+
+    fn sections(&self) -> Vec<Section> {
+        let mut all = self.sections.lock().unwrap().clone();
+        all.sort_by_key(|s| s.enter);
+        all
+    }
+
+    /// Asserts mutual exclusion and fencing; returns the sections in order of entry.
+    ///
+    /// * Trusted sections never overlap.
+    /// * A section overlapped by a later one was not trusted at exit, and its holder had
+    ///   been told (`lost()` resolved) no later than the later one entered.
+    /// * Tokens strictly increase in order of entry; for leaderships (`same_term_again`) a
+    ///   leader that kept its node may lead again with the same term.
+    fn check(&self, same_term_again: bool) -> Vec<Section> {
+        let all = self.sections();
+        for (i, a) in all.iter().enumerate() {
+            assert!(a.enter <= a.exit, "section ends before it starts: {a:?}");
+            for b in &all[i + 1..] {
+                if b.enter >= a.exit {
+                    continue;
+                }
+                assert!(
+                    !(a.trusted && b.trusted),
+                    "two trusted holders at once:\n  {a:?}\n  {b:?}"
+                );
+                assert!(
+                    !a.trusted,
+                    "{} was overlapped by a later holder but trusted its lock at exit:\n  {a:?}\n  {b:?}",
+                    a.who
+                );
+                match a.told {
+                    Some(told) => assert!(
+                        told <= b.enter,
+                        "{} learned of its loss {:?} after {} entered:\n  {a:?}\n  {b:?}",
+                        a.who,
+                        told - b.enter,
+                        b.who
+                    ),
+                    None => panic!("{} was never told of its loss:\n  {a:?}\n  {b:?}", a.who),
+                }
+            }
+        }
+        for pair in all.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let again = same_term_again && a.token == b.token && a.node == b.node;
+            assert!(
+                a.token < b.token || again,
+                "tokens not increasing in order of entry:\n  {a:?}\n  {b:?}"
+            );
+        }
+        all
+    }
+}
+
+/// Holds `guard` for `work` (or until the lock is lost) and records the section.
+async fn critical_section(
+    history: &History,
+    who: &str,
+    guard: &zk_recipes::MutexGuard,
+    work: Option<Duration>,
+) -> Section {
+    let enter = Instant::now();
+    history.entered();
+    let work = async {
+        match work {
+            Some(work) => tokio::time::sleep(work).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut told = tokio::select! {
+        () = work => None,
+        _ = guard.lost() => Some(Instant::now()),
+    };
+    let exit = Instant::now();
+    let trusted = !guard.is_lost();
+    if !trusted && told.is_none() {
+        told = Some(Instant::now());
+    }
+    let section = Section {
+        who: who.to_owned(),
+        token: guard.fencing_token(),
+        node: guard.node().to_owned(),
+        enter,
+        exit,
+        trusted,
+        told,
+    };
+    history.record(section.clone());
+    section
+}
+
+/// What one contender saw.
+#[derive(Debug, Default)]
+struct Tally {
+    sections: usize,
+    untrusted: usize,
+    lock_errors: Vec<String>,
+    release_errors: Vec<String>,
+}
+
+/// Waits until `session` has a connected client (after an error from a recipe).
+async fn usable(session: &Session) {
+    let wait = async {
+        loop {
+            let mut events = session.events();
+            if let Some(client) = session.client() {
+                if client.state() == SessionState::SyncConnected {
+                    return;
+                }
+            }
+            if events.changed().await.is_err() {
+                return;
+            }
+        }
+    };
+    bounded("session usable again", PATIENCE, wait).await;
+}
+
+/// Locks, works, releases, until `stop`; a waiting `lock()` is cancelled by `stop`.
+fn spawn_contender(
+    who: String,
+    session: Session,
+    root: &str,
+    history: History,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<Tally> {
+    let mutex = Mutex::new(&session, root).unwrap();
+    tokio::spawn(async move {
+        let mut tally = Tally::default();
+        loop {
+            let acquired = tokio::select! {
+                acquired = mutex.lock() => acquired,
+                _ = stop.wait_for(|&stop| stop) => break,
+            };
+            let guard = match acquired {
+                Ok(guard) => guard,
+                Err(err) => {
+                    tally.lock_errors.push(err.to_string());
+                    usable(&session).await;
+                    continue;
+                }
+            };
+            let section = critical_section(&history, &who, &guard, Some(WORK)).await;
+            tally.sections += 1;
+            match guard.release().await {
+                Ok(()) => assert!(
+                    section.trusted,
+                    "{who}: release of a lock lost at exit succeeded: {section:?}"
+                ),
+                Err(Error::LockLost { .. }) => tally.untrusted += 1,
+                Err(err) => tally.release_errors.push(err.to_string()),
+            }
+            if *stop.borrow() {
+                break;
+            }
+        }
+        tally
+    })
+}
+
+/// Stops the contenders and collects what they saw.
+async fn stop_contenders(stop: &watch::Sender<bool>, tasks: Vec<JoinHandle<Tally>>) -> Vec<Tally> {
+    stop.send_replace(true);
+    let mut tallies = Vec::new();
+    for task in tasks {
+        let tally = bounded("contender stops", PATIENCE, task)
+            .await
+            .expect("contender panicked");
+        tallies.push(tally);
+    }
+    tallies
+}
+
+fn summary(tallies: &[Tally]) -> (usize, usize, Vec<String>, Vec<String>) {
+    let sections = tallies.iter().map(|t| t.sections).sum();
+    let untrusted = tallies.iter().map(|t| t.untrusted).sum();
+    let lock_errors = tallies.iter().flat_map(|t| t.lock_errors.clone()).collect();
+    let release_errors = tallies
+        .iter()
+        .flat_map(|t| t.release_errors.clone())
+        .collect();
+    (sections, untrusted, lock_errors, release_errors)
+}
+
+/// Records every event of `session` with its instant, as soon as it is published.
+fn record_events(session: &Session) -> watch::Receiver<Vec<(Instant, SessionEvent)>> {
+    let mut events = session.events();
+    let (log, seen) = watch::channel(Vec::new());
+    tokio::spawn(async move {
+        while events.changed().await.is_ok() {
+            let event = *events.borrow_and_update();
+            log.send_modify(|all| all.push((Instant::now(), event)));
+            if event == SessionEvent::Closed {
+                return;
+            }
+        }
+    });
+    seen
+}
+
+/// Waits until the recorded events contain `wanted` in this order (others may lie between).
+async fn await_events(
+    log: &mut watch::Receiver<Vec<(Instant, SessionEvent)>>,
+    wanted: &[SessionEvent],
+    within: Duration,
+) -> Vec<Instant> {
+    let find = |all: &[(Instant, SessionEvent)]| {
+        let mut at = Vec::new();
+        let mut rest = all.iter();
+        for want in wanted {
+            at.push(rest.by_ref().find(|(_, e)| e == want)?.0);
+        }
+        Some(at)
+    };
+    let waited = tokio::time::timeout(within, log.wait_for(|all| find(all).is_some()))
+        .await
+        .map(|seen| seen.map(|all| find(&all)));
+    match waited {
+        Ok(Ok(Some(at))) => at,
+        _ => panic!(
+            "events {wanted:?} not seen within {within:?}; saw {:?}",
+            log.borrow().iter().map(|(_, e)| *e).collect::<Vec<_>>()
+        ),
+    }
+}
+
+// ----- 1. the leader server is killed -----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_leader_server_keeps_exclusion_and_progress() {
+    let _serial = serial().await;
+    let started = Instant::now();
+    let ensemble = Ensemble::start(3).await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("kill-leader");
+    let history = History::new();
+    let (stop, stopped) = watch::channel(false);
+    let mut sessions = Vec::new();
+    let mut tasks = Vec::new();
+    for s in 0..4 {
+        let session = session_on(&hosts, Duration::from_secs(4)).await;
+        for c in 0..2 {
+            tasks.push(spawn_contender(
+                format!("s{s}c{c}"),
+                session.clone(),
+                &root,
+                history.clone(),
+                stopped.clone(),
+            ));
+        }
+        sessions.push(session);
+    }
+    history.await_entries(20, PATIENCE).await;
+
+    let leader = ensemble.leader().await.expect("a leader server");
+    let killed_at = Instant::now();
+    ensemble.kill(leader);
+    let new_leader = ensemble.wait_for_leader(PATIENCE).await;
+    let elected_at = Instant::now();
+    assert_ne!(new_leader, leader);
+    let before = history.entries();
+    history.await_entries(before + 10, PATIENCE).await;
+    let progress_after = elected_at.elapsed();
+    ensemble.restart(leader).await;
+    let restarted = history.entries();
+    history.await_entries(restarted + 10, PATIENCE).await;
+
+    let tallies = stop_contenders(&stop, tasks).await;
+    let all = history.check(false);
+    let after_fault = all.iter().filter(|s| s.enter > elected_at).count();
+    assert!(
+        after_fault >= 20,
+        "{after_fault} acquisitions after the fault"
+    );
+    let (sections, untrusted, lock_errors, release_errors) = summary(&tallies);
+    assert_eq!(sections, all.len());
+    assert!(
+        lock_errors.is_empty(),
+        "lock() failed under a killed server: {lock_errors:?}"
+    );
+    let observer = observer(&hosts).await;
+    await_empty(&observer, &root).await;
+    eprintln!(
+        "kill-leader: {sections} sections ({after_fault} after the new leader, first progress \
+         {progress_after:?} after election; election took {:?}), {untrusted} lost at exit, \
+         release errors {release_errors:?}; {:?} in all",
+        elected_at - killed_at,
+        started.elapsed()
+    );
+}
+
+// ----- 2. the server of a holder is paused -----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn paused_server_holder_is_told_before_the_next_enters() {
+    let _serial = serial().await;
+    let started = Instant::now();
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let ensemble = Ensemble::start(3).await;
+    let leader = ensemble.leader().await.expect("a leader server");
+    let paused = (leader + 1) % 3;
+    let others = (0..3)
+        .filter(|&i| i != paused)
+        .map(|i| ensemble.address(i))
+        .collect::<Vec<_>>()
+        .join(",");
+    let root = unique_root("pause");
+    let observer = observer(&others).await;
+    let history = History::new();
+
+    // The holder talks to the server that will be paused, and only to it.
+    let holder_session = session_on(&ensemble.address(paused), TIMEOUT).await;
+    let mut holder_events = record_events(&holder_session);
+    let holder_mutex = Mutex::new(&holder_session, &root).unwrap();
+    let guard = holder_mutex.lock().await.unwrap();
+    let holder = {
+        let history = history.clone();
+        tokio::spawn(async move {
+            let section = critical_section(&history, "holder", &guard, None).await;
+            (guard, section)
+        })
+    };
+
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let mut sessions = Vec::new();
+    for s in 0..2 {
+        let session = session_on(&others, TIMEOUT).await;
+        for c in 0..2 {
+            tasks.push(spawn_contender(
+                format!("s{s}c{c}"),
+                session.clone(),
+                &root,
+                history.clone(),
+                stopped.clone(),
+            ));
+        }
+        sessions.push(session);
+    }
+    await_count(&observer, &root, 5).await;
+    assert_eq!(history.entries(), 1, "a contender entered past the holder");
+
+    let paused_at = Instant::now();
+    ensemble.pause(paused);
+    history.await_entries(2, PATIENCE).await;
+    let handed_over = paused_at.elapsed();
+    // Keep the server paused for longer than the session timeout in any case.
+    let long_enough = TIMEOUT + Duration::from_millis(500);
+    if handed_over < long_enough {
+        tokio::time::sleep(long_enough - handed_over).await;
+    }
+    ensemble.resume(paused);
+
+    let (guard, held) = bounded("holder told", PATIENCE, holder).await.unwrap();
+    assert!(!held.trusted, "the holder still trusted its lock: {held:?}");
+    let told = held.told.expect("holder told");
+    // The holder's session is renewed by itself once its server is back.
+    await_events(
+        &mut holder_events,
+        &[SessionEvent::Expired, SessionEvent::Connected],
+        PATIENCE,
+    )
+    .await;
+    match guard.release().await {
+        Err(Error::LockLost { .. }) => {}
+        other => panic!("late release after expiry: {other:?}"),
+    }
+    let resumed = history.entries();
+    history.await_entries(resumed + 10, PATIENCE).await;
+    let tallies = stop_contenders(&stop, tasks).await;
+    let all = history.check(false);
+    let next = all
+        .iter()
+        .find(|s| s.who != "holder")
+        .expect("another contender entered");
+    assert!(
+        told <= next.enter,
+        "the holder learned of its loss {:?} after {} entered",
+        told - next.enter,
+        next.who
+    );
+    let (sections, untrusted, lock_errors, release_errors) = summary(&tallies);
+    assert!(lock_errors.is_empty(), "lock() failed: {lock_errors:?}");
+    assert!(
+        release_errors.is_empty(),
+        "release failed: {release_errors:?}"
+    );
+    await_empty(&observer, &root).await;
+    eprintln!(
+        "pause: holder told {:?} after the pause, next holder entered {handed_over:?} after it; \
+         {} sections ({sections} by the others, {untrusted} lost at exit); {:?} in all",
+        told - paused_at,
+        all.len(),
+        started.elapsed()
+    );
+}
+
+// ----- 3. a holder is cut off until its session expires -----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
+    let _serial = serial().await;
+    let started = Instant::now();
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let ensemble = Ensemble::start(3).await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("cut");
+    let observer = observer(&hosts).await;
+    let history = History::new();
+    let proxy = ensemble.proxy(0).await;
+
+    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let old_session_id = cut_session.client().unwrap().session_id();
+    let mut cut_events = record_events(&cut_session);
+    let cut_mutex = Mutex::new(&cut_session, &root).unwrap();
+    let guard = cut_mutex.lock().await.unwrap();
+    let holder = {
+        let history = history.clone();
+        tokio::spawn(async move {
+            let section = critical_section(&history, "cut", &guard, None).await;
+            (guard, section)
+        })
+    };
+
+    let other_session = session_on(&hosts, TIMEOUT).await;
+    let other = {
+        let mutex = Mutex::new(&other_session, &root).unwrap();
+        let history = history.clone();
+        tokio::spawn(async move {
+            let guard = mutex.lock().await.expect("the other contender locks");
+            let enter = Instant::now();
+            history.entered();
+            (mutex, guard, enter)
+        })
+    };
+    await_count(&observer, &root, 2).await;
+
+    let cut_at = Instant::now();
+    proxy.cut();
+    let (other_mutex, other_guard, other_enter) =
+        bounded("the other contender acquires", PATIENCE, other)
+            .await
+            .unwrap();
+    let handed_over = cut_at.elapsed();
+    // The client itself declares the session expired while still cut off.
+    await_events(&mut cut_events, &[SessionEvent::Expired], PATIENCE).await;
+    proxy.restore();
+    let (guard, held) = bounded("cut holder told", PATIENCE, holder).await.unwrap();
+    let told = held.told.expect("the cut holder was told");
+    assert!(!held.trusted);
+    assert!(
+        told <= other_enter,
+        "the cut holder learned of its loss {:?} after the other entered",
+        told - other_enter
+    );
+    assert!(other_guard.fencing_token() > guard.fencing_token());
+
+    // A new session, made by itself.
+    await_events(
+        &mut cut_events,
+        &[SessionEvent::Expired, SessionEvent::Connected],
+        PATIENCE,
+    )
+    .await;
+    let new_session_id = cut_session.client().expect("a live session").session_id();
+    assert_ne!(new_session_id, old_session_id);
+
+    // The late release fails and deletes nothing of the other holder's.
+    match bounded("late release", PATIENCE, guard.release()).await {
+        Err(Error::LockLost { node }) => assert_eq!(node, held.node),
+        other => panic!("late release after expiry: {other:?}"),
+    }
+    let other_node = other_guard.node().to_owned();
+    assert!(
+        observe(&observer, || observer.check_stat(&other_node))
+            .await
+            .unwrap()
+            .is_some(),
+        "the other holder's node was deleted"
+    );
+    await_children(&observer, &root, &[name(&other_node)]).await;
+    assert!(!other_guard.is_lost(), "the other holder lost its lock");
+
+    // The cut-off client can lock again (behind the other holder).
+    let again = tokio::spawn(async move {
+        let guard = cut_mutex.lock().await.expect("lock again after renewal");
+        (cut_mutex, guard)
+    });
+    await_count(&observer, &root, 2).await;
+    let section = Section {
+        who: "other".into(),
+        token: other_guard.fencing_token(),
+        node: other_node.clone(),
+        enter: other_enter,
+        exit: Instant::now(),
+        trusted: !other_guard.is_lost(),
+        told: None,
+    };
+    history.record(section);
+    other_guard.release().await.unwrap();
+    let (_cut_mutex, guard) = bounded("lock again", PATIENCE, again).await.unwrap();
+    let section = critical_section(&history, "cut-again", &guard, Some(WORK)).await;
+    assert!(section.trusted);
+    guard.release().await.unwrap();
+    drop(other_mutex);
+    history.check(false);
+    await_empty(&observer, &root).await;
+    eprintln!(
+        "cut: told {:?} after the cut, other entered {handed_over:?} after it; {:?} in all",
+        told - cut_at,
+        started.elapsed()
+    );
+}
+
+// ----- 4. the connection is cut right after a create -----
+
+/// Cuts the proxy, waits until the client noticed, restores, waits until reconnected.
+async fn blip(proxy: &support::Proxy, events: &mut watch::Receiver<SessionEvent>) {
+    events.borrow_and_update();
+    proxy.cut();
+    bounded(
+        "client notices the cut",
+        PATIENCE,
+        events.wait_for(|e| *e == SessionEvent::Suspended),
+    )
+    .await
+    .unwrap();
+    proxy.restore();
+    bounded(
+        "client reconnects",
+        PATIENCE,
+        events.wait_for(|e| matches!(e, SessionEvent::Reconnected | SessionEvent::Connected)),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cut_during_a_create_leaves_no_node_behind() {
+    let _serial = serial().await;
+    let started = Instant::now();
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let ensemble = Ensemble::start(3).await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("cut-create");
+    let observer = observer(&hosts).await;
+    let holder_session = session_on(&hosts, TIMEOUT).await;
+    let holder = Mutex::new(&holder_session, &root)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let holder_name = name(holder.node()).to_owned();
+    let proxy = ensemble.proxy(1).await;
+    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let mut events = cut_session.events();
+    let delays_us = [0u64, 100, 300, 600, 1000, 2000, 4000, 8000];
+    let mut outcomes = Vec::new();
+
+    // A waiting lock(): the session survives the cut; the attempt is then cancelled.
+    for &delay in &delays_us {
+        let mutex = Mutex::new(&cut_session, &root).unwrap();
+        let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| g.node().to_owned()) });
+        tokio::time::sleep(Duration::from_micros(delay)).await;
+        blip(&proxy, &mut events).await;
+        // The attempt recovers its node (or never made one) and waits behind the holder.
+        attempt.abort();
+        match attempt.await {
+            Err(err) if err.is_cancelled() => outcomes.push(format!("lock@{delay}us: cancelled")),
+            Ok(Ok(node)) => panic!("lock() acquired a held lock: {node}"),
+            Ok(Err(err)) => outcomes.push(format!("lock@{delay}us: {err}")),
+            Err(err) => panic!("lock() panicked: {err}"),
+        }
+        await_children(&observer, &root, &[&holder_name]).await;
+    }
+
+    // try_lock(): never holds, whatever the cut did to its create.
+    for &delay in &delays_us {
+        let mutex = Mutex::new(&cut_session, &root).unwrap();
+        let attempt = tokio::spawn(async move {
+            mutex
+                .try_lock()
+                .await
+                .map(|g| g.map(|g| g.node().to_owned()))
+        });
+        tokio::time::sleep(Duration::from_micros(delay)).await;
+        blip(&proxy, &mut events).await;
+        match bounded("try_lock returns", PATIENCE, attempt)
+            .await
+            .unwrap()
+        {
+            Ok(None) => outcomes.push(format!("try_lock@{delay}us: None")),
+            Ok(Some(node)) => panic!("try_lock() acquired a held lock: {node}"),
+            Err(err) => outcomes.push(format!("try_lock@{delay}us: {err}")),
+        }
+        await_children(&observer, &root, &[&holder_name]).await;
+    }
+
+    // A lock() whose session expires during the cut: nothing of it outlives the cut.
+    for &delay in &[0u64, 1000] {
+        let mutex = Mutex::new(&cut_session, &root).unwrap();
+        let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| g.node().to_owned()) });
+        tokio::time::sleep(Duration::from_micros(delay)).await;
+        events.borrow_and_update();
+        proxy.cut();
+        bounded(
+            "client declares expiry",
+            PATIENCE,
+            events.wait_for(|e| *e == SessionEvent::Expired),
+        )
+        .await
+        .unwrap();
+        proxy.restore();
+        bounded(
+            "a new session",
+            PATIENCE,
+            events.wait_for(|e| *e == SessionEvent::Connected),
+        )
+        .await
+        .unwrap();
+        attempt.abort();
+        match attempt.await {
+            Err(err) if err.is_cancelled() => {
+                outcomes.push(format!("lock+expiry@{delay}us: cancelled"))
+            }
+            Ok(Ok(node)) => panic!("lock() acquired a held lock: {node}"),
+            Ok(Err(err)) => outcomes.push(format!("lock+expiry@{delay}us: {err}")),
+            Err(err) => panic!("lock() panicked: {err}"),
+        }
+        await_children(&observer, &root, &[&holder_name]).await;
+    }
+
+    assert!(!holder.is_lost());
+    holder.release().await.unwrap();
+    await_empty(&observer, &root).await;
+    eprintln!("cut-create: {outcomes:?}; {:?} in all", started.elapsed());
+}
+
+// ----- 5. the quorum is lost -----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
+    let _serial = serial().await;
+    let started = Instant::now();
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    const BOUND: Duration = Duration::from_millis(1500);
+    let ensemble = Ensemble::start(3).await;
+    let hosts = ensemble.connect_string();
+    let lock_root = unique_root("quorum-lock");
+    let election_root = unique_root("quorum-election");
+    let session = session_on(&hosts, TIMEOUT).await;
+    let mut events = session.events();
+    let mutex = Mutex::new(&session, &lock_root).unwrap();
+    let election = LeaderElection::new(&session, &election_root, "a").unwrap();
+    let leader = election.join().await.unwrap();
+    bounded("the candidate leads", PATIENCE, leader.leadership())
+        .await
+        .unwrap();
+    let follower = LeaderElection::new(&session, &election_root, "b")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    // Prove the lock works before the fault.
+    mutex.lock().await.unwrap().release().await.unwrap();
+
+    let serving = ensemble.leader().await.expect("a leader server");
+    let stopped: Vec<usize> = (0..3).filter(|&i| i != serving).collect();
+    events.borrow_and_update();
+    for &i in &stopped {
+        ensemble.stop(i);
+    }
+    bounded(
+        "the session is suspended",
+        PATIENCE,
+        events.wait_for(|e| *e != SessionEvent::Connected && *e != SessionEvent::Reconnected),
+    )
+    .await
+    .unwrap();
+    let mut roles = leader.roles();
+    bounded(
+        "the leader steps down",
+        PATIENCE,
+        roles.wait_for(|r| *r == Role::Follower),
+    )
+    .await
+    .unwrap();
+
+    let mut report = Vec::new();
+    let at = Instant::now();
+    let locked = tokio::time::timeout(BOUND, mutex.lock()).await;
+    let took = at.elapsed();
+    assert!(took < BOUND + SLACK, "timeout(lock()) took {took:?}");
+    match locked {
+        Err(_) => report.push(format!("timeout(lock): elapsed after {took:?}")),
+        Ok(Err(err)) => report.push(format!("timeout(lock): {err} after {took:?}")),
+        Ok(Ok(guard)) => panic!("locked without a quorum: {}", guard.node()),
+    }
+
+    let at = Instant::now();
+    let tried = mutex.try_lock_for(BOUND).await;
+    let took = at.elapsed();
+    assert!(took < BOUND + SLACK, "try_lock_for took {took:?}");
+    match tried {
+        Ok(None) => report.push(format!("try_lock_for: None after {took:?}")),
+        Err(err) => report.push(format!("try_lock_for: {err} after {took:?}")),
+        Ok(Some(guard)) => panic!("locked without a quorum: {}", guard.node()),
+    }
+
+    for (who, candidate) in [("leader", &leader), ("follower", &follower)] {
+        let at = Instant::now();
+        let led = tokio::time::timeout(BOUND, candidate.leadership()).await;
+        let took = at.elapsed();
+        assert!(took < BOUND + SLACK, "timeout(leadership()) took {took:?}");
+        match led {
+            Err(_) => report.push(format!(
+                "timeout(leadership) of the {who}: elapsed after {took:?}"
+            )),
+            Ok(Err(err)) => report.push(format!("leadership of the {who}: {err} after {took:?}")),
+            Ok(Ok(leadership)) => panic!(
+                "the {who} leads without a quorum (term {})",
+                leadership.term()
+            ),
+        }
+    }
+
+    for &i in &stopped {
+        ensemble.restart(i).await;
+    }
+    let back_at = Instant::now();
+    let guard = bounded("lock after the quorum is back", PATIENCE, mutex.lock())
+        .await
+        .unwrap();
+    let relocked = back_at.elapsed();
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+    let leadership = bounded("a leader after the quorum is back", PATIENCE, async {
+        tokio::select! {
+            led = leader.leadership() => led,
+            led = follower.leadership() => led,
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!leadership.is_lost());
+    let releaded = back_at.elapsed();
+    leader.resign().await.ok();
+    follower.resign().await.ok();
+    let observer = observer(&hosts).await;
+    await_empty(&observer, &lock_root).await;
+    await_empty(&observer, &election_root).await;
+    eprintln!(
+        "quorum: {report:?}; locked {relocked:?} and led {releaded:?} after the quorum was back; \
+         {:?} in all",
+        started.elapsed()
+    );
+}
+
+// ----- 6. an election under the same faults -----
+
+/// Records each leadership of `candidate` (start when `leadership()` resolves, end when
+/// `lost()` does) until `stop`.
+fn follow_terms(
+    who: &'static str,
+    candidate: Arc<Candidate>,
+    history: History,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let leadership: Leadership = tokio::select! {
+                led = candidate.leadership() => match led {
+                    Ok(leadership) => leadership,
+                    Err(err) => panic!("{who}: campaign ended: {err}"),
+                },
+                _ = stop.wait_for(|&s| s) => return,
+            };
+            let start = Instant::now();
+            history.entered();
+            let (end, told) = tokio::select! {
+                _ = leadership.lost() => (Instant::now(), true),
+                _ = stop.wait_for(|&s| s) => (Instant::now(), false),
+            };
+            history.record(Section {
+                who: who.to_owned(),
+                token: leadership.term(),
+                node: leadership.node().to_owned(),
+                enter: start,
+                exit: end,
+                trusted: true,
+                told: told.then_some(end),
+            });
+            if !told {
+                return;
+            }
+        }
+    })
+}
+
+/// The candidates that report Leader.
+fn leaders(candidates: &[Arc<Candidate>]) -> Vec<usize> {
+    (0..candidates.len())
+        .filter(|&i| candidates[i].role() == Role::Leader)
+        .collect()
+}
+
+/// Waits until one candidate reports Leader; returns it and when.
+async fn await_a_leader(candidates: &[Arc<Candidate>], within: Duration) -> (usize, Instant) {
+    let mut roles: Vec<_> = candidates.iter().map(|c| c.roles()).collect();
+    let wait = async {
+        loop {
+            let now = leaders(candidates);
+            assert!(now.len() <= 1, "two candidates report Leader: {now:?}");
+            if let [one] = now[..] {
+                return (one, Instant::now());
+            }
+            let changes = roles.iter_mut().map(|r| Box::pin(r.changed()));
+            let (changed, _, _) = select_all(changes).await;
+            changed.expect("a candidate's campaign ended");
+        }
+    };
+    bounded("a leader", within, wait).await
+}
+
+/// Resolves with the first of `futures` to resolve, as `(output, index, rest)`.
+async fn select_all<F: std::future::Future + Unpin>(
+    futures: impl Iterator<Item = F>,
+) -> (F::Output, usize, Vec<F>) {
+    let mut futures: Vec<F> = futures.collect();
+    let (output, index) = std::future::poll_fn(|cx| {
+        for (i, f) in futures.iter_mut().enumerate() {
+            if let std::task::Poll::Ready(out) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready((out, i));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await;
+    futures.remove(index);
+    (output, index, futures)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn election_keeps_one_leader_through_faults() {
+    let _serial = serial().await;
+    let started = Instant::now();
+    const TIMEOUT: Duration = Duration::from_secs(3);
+    let ensemble = Ensemble::start(3).await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("election-faults");
+    let observer = observer(&hosts).await;
+    let server_leader = ensemble.leader().await.expect("a leader server");
+    // The first leader reaches a follower server through the proxy, so that killing the
+    // leader server later does not strand it.
+    let proxy = ensemble.proxy((server_leader + 1) % 3).await;
+    let sessions = [
+        session_on(&proxy.address(), TIMEOUT).await,
+        session_on(&hosts, TIMEOUT).await,
+        session_on(&hosts, TIMEOUT).await,
+    ];
+    let mut cut_events = record_events(&sessions[0]);
+    let ids = ["c0", "c1", "c2"];
+    let mut candidates = Vec::new();
+    for (session, id) in sessions.iter().zip(ids) {
+        let election = LeaderElection::new(session, &root, id).unwrap();
+        let candidate = Arc::new(election.join().await.unwrap());
+        candidates.push(candidate);
+    }
+    bounded("c0 leads", PATIENCE, candidates[0].leadership())
+        .await
+        .unwrap();
+    let history = History::new();
+    let (stop, stopped) = watch::channel(false);
+    let monitors: Vec<_> = candidates
+        .iter()
+        .zip(ids)
+        .map(|(c, id)| follow_terms(id, c.clone(), history.clone(), stopped.clone()))
+        .collect();
+
+    // Fault 1: the leading candidate is cut off until its session expires.
+    let mut cut_roles = candidates[0].roles();
+    let cut_at = Instant::now();
+    proxy.cut();
+    bounded(
+        "the cut-off leader steps down",
+        PATIENCE,
+        cut_roles.wait_for(|r| *r == Role::Follower),
+    )
+    .await
+    .unwrap();
+    let stepped_down = cut_at.elapsed();
+    let (next, led_at) = await_a_leader(&candidates, PATIENCE).await;
+    let cut_gap = led_at - cut_at;
+    assert_ne!(next, 0, "the cut-off candidate still reports Leader");
+    assert!(
+        cut_gap <= 2 * TIMEOUT,
+        "no new leader within 2 session timeouts of the cut ({cut_gap:?})"
+    );
+    await_events(&mut cut_events, &[SessionEvent::Expired], PATIENCE).await;
+    proxy.restore();
+    await_events(
+        &mut cut_events,
+        &[SessionEvent::Expired, SessionEvent::Connected],
+        PATIENCE,
+    )
+    .await;
+    // c0 joins again on its new session, behind the others.
+    await_count(&observer, &root, 3).await;
+    assert_eq!(candidates[0].role(), Role::Follower);
+
+    // Fault 2: the leader server is killed.
+    let mut leader_roles = candidates[next].roles();
+    ensemble.kill(server_leader);
+    bounded(
+        "the leader candidate steps down when its server goes",
+        PATIENCE,
+        leader_roles.wait_for(|r| *r == Role::Follower),
+    )
+    .await
+    .unwrap();
+    ensemble.wait_for_leader(PATIENCE).await;
+    let elected_at = Instant::now();
+    let (again, led_again_at) = await_a_leader(&candidates, 2 * TIMEOUT + SLACK).await;
+    let kill_gap = led_again_at - elected_at;
+    assert!(
+        kill_gap <= 2 * TIMEOUT,
+        "no leader within 2 session timeouts of the new leader server ({kill_gap:?})"
+    );
+    ensemble.restart(server_leader).await;
+    assert_eq!(leaders(&candidates), [again]);
+
+    stop.send_replace(true);
+    for monitor in monitors {
+        bounded("term monitor stops", PATIENCE, monitor)
+            .await
+            .expect("term monitor panicked");
+    }
+    let terms = history.check(true);
+    assert!(terms.len() >= 3, "terms: {terms:?}");
+    for candidate in candidates {
+        let candidate = Arc::try_unwrap(candidate).expect("monitors are done");
+        match candidate.resign().await {
+            Ok(()) | Err(Error::LockLost { .. }) => {}
+            Err(err) => panic!("resign: {err}"),
+        }
+    }
+    await_empty(&observer, &root).await;
+    eprintln!(
+        "election: cut leader stepped down after {stepped_down:?}, new leader {cut_gap:?} after the cut, {kill_gap:?} after the new leader server; \
+         terms {:?}; {:?} in all",
+        terms
+            .iter()
+            .map(|t| (t.who.as_str(), t.token))
+            .collect::<Vec<_>>(),
+        started.elapsed()
+    );
+}
+
+// ----- 7. lock() rides out connection faults (its documented contract) -----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lock_rides_out_a_dead_connection_and_an_expiry() {
+    let _serial = serial().await;
+    let started = Instant::now();
+    const TIMEOUT: Duration = Duration::from_secs(4);
+    let ensemble = Ensemble::start(3).await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("ride-out");
+    let observer = observer(&hosts).await;
+    let server_leader = ensemble.leader().await.expect("a leader server");
+    let paused = (server_leader + 1) % 3;
+
+    // (a) The create is in flight on a connection that dies without an answer (its server
+    // is paused until the client gives up on the connection); the session survives.
+    let session = session_on(&ensemble.address(paused), TIMEOUT).await;
+    let mut events = session.events();
+    events.borrow_and_update();
+    let mutex = Mutex::new(&session, &root).unwrap();
+    mutex.lock().await.unwrap().release().await.unwrap();
+    ensemble.pause(paused);
+    let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
+    bounded(
+        "the client gives up on the paused server",
+        PATIENCE,
+        events.wait_for(|e| *e == SessionEvent::Suspended),
+    )
+    .await
+    .unwrap();
+    ensemble.resume(paused);
+    let locked = bounded("lock() after the server is back", PATIENCE, attempt)
+        .await
+        .unwrap();
+    let outcome_a = match &locked {
+        Ok((_, guard)) => format!("acquired {}", guard.node()),
+        Err(err) => format!("{err:?}"),
+    };
+    if let Ok((_, guard)) = locked {
+        guard.release().await.ok();
+    }
+    await_empty(&observer, &root).await;
+
+    // (b) A lock() waiting behind a holder when its session expires enters the queue again
+    // on the new session and acquires once the holder releases.
+    let holder_session = session_on(&hosts, TIMEOUT).await;
+    let holder = Mutex::new(&holder_session, &root)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let proxy = ensemble.proxy(paused).await;
+    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let mut events = cut_session.events();
+    let mutex = Mutex::new(&cut_session, &root).unwrap();
+    let waiter = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
+    await_count(&observer, &root, 2).await;
+    events.borrow_and_update();
+    proxy.cut();
+    bounded(
+        "client declares expiry",
+        PATIENCE,
+        events.wait_for(|e| *e == SessionEvent::Expired),
+    )
+    .await
+    .unwrap();
+    proxy.restore();
+    bounded(
+        "a new session",
+        PATIENCE,
+        events.wait_for(|e| *e == SessionEvent::Connected),
+    )
+    .await
+    .unwrap();
+    let outcome_b = if waiter.is_finished() {
+        holder.release().await.unwrap();
+        match waiter.await.unwrap() {
+            Ok((_, guard)) => panic!("acquired a held lock: {}", guard.node()),
+            Err(err) => Some(format!("{err:?}")),
+        }
+    } else {
+        await_count(&observer, &root, 2).await;
+        holder.release().await.unwrap();
+        let (_mutex, guard) = bounded("the waiter acquires", PATIENCE, waiter)
+            .await
+            .unwrap()
+            .expect("lock() after expiry");
+        guard.release().await.unwrap();
+        None
+    };
+    await_empty(&observer, &root).await;
+
+    // (c) A lock() called while cut off, whose session expires before the connection is
+    // back, waits for the new session and acquires.
+    let mutex = Mutex::new(&cut_session, &root).unwrap();
+    let mut events = cut_session.events();
+    events.borrow_and_update();
+    proxy.cut();
+    bounded(
+        "client notices the cut",
+        PATIENCE,
+        events.wait_for(|e| *e == SessionEvent::Suspended),
+    )
+    .await
+    .unwrap();
+    let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
+    bounded(
+        "client declares expiry",
+        PATIENCE,
+        events.wait_for(|e| *e == SessionEvent::Expired),
+    )
+    .await
+    .unwrap();
+    proxy.restore();
+    let outcome_c = match bounded("lock() after expiry", PATIENCE, attempt)
+        .await
+        .unwrap()
+    {
+        Ok((_, guard)) => {
+            let node = guard.node().to_owned();
+            guard.release().await.unwrap();
+            format!("acquired {node}")
+        }
+        Err(err) => format!("{err:?}"),
+    };
+    await_empty(&observer, &root).await;
+    eprintln!(
+        "ride-out: (a) {outcome_a}; (b) {outcome_b:?}; (c) {outcome_c}; {:?} in all",
+        started.elapsed()
+    );
+    assert!(
+        outcome_a.starts_with("acquired")
+            && outcome_b.is_none()
+            && outcome_c.starts_with("acquired"),
+        "lock() must wait as long as it takes across connection faults and expiry:\n  \
+         (a) create in flight on a connection that died: {outcome_a}\n  \
+         (b) waiting when the session expired: {outcome_b:?}\n  \
+         (c) called while cut off, session expired before the create was sent: {outcome_c}"
+    );
+}
