@@ -462,7 +462,10 @@ async fn lead(contender: &Contender, tolerate_suspension: bool, report: &Report)
     info!(term = leadership.term, node = %leadership.node, "leading");
     report.campaign.send_replace(Campaign::Leading(leadership));
     report.role(Role::Leader);
-    let lost = contender.probe().lost(tolerate_suspension).await;
+    let lost = contender
+        .probe()
+        .lost(tolerate_suspension, std::future::ready(()))
+        .await;
     report.role(Role::Follower);
     lose.send_replace(Some(lost));
     report.campaign.send_replace(Campaign::Following);

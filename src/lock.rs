@@ -27,7 +27,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, info_span, warn, Instrument, Span};
 use zookeeper_client::SessionState;
@@ -40,28 +40,42 @@ use crate::session::Session;
 /// background.
 const LEAVE_GRACE: Duration = Duration::from_secs(1);
 
+/// How long after acquisition a holder starts watching its own node for deletion by someone
+/// else (at once when [`MutexGuard::lost`] is awaited). Short critical sections then cost no
+/// watch request; session expiry and suspension are noticed from the start regardless.
+const NODE_WATCH_DELAY: Duration = Duration::from_millis(10);
+
 /// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and
 /// swap [`Mutex`] for another lock or an in-memory fake in its own tests.
+///
+/// # Cancel safety
+/// Implementations must be cancel safe: a dropped acquisition leaves nothing held. [`Mutex`]
+/// is.
 #[async_trait]
 pub trait DistributedLock: Send + Sync {
-    /// Waits as long as it takes to hold the lock.
+    /// Waits as long as it takes to hold the lock; see [`Mutex::lock`].
     async fn lock(&self) -> Result<Box<dyn LockGuard>>;
-    /// Takes the lock if nobody holds it or waits for it; never waits on a holder.
+    /// Takes the lock if nobody holds it or waits for it; never waits on a holder; see
+    /// [`Mutex::try_lock`].
     async fn try_lock(&self) -> Result<Option<Box<dyn LockGuard>>>;
-    /// Waits at most `timeout` to hold the lock.
+    /// Waits at most `timeout` to hold the lock; see [`Mutex::try_lock_for`].
     async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn LockGuard>>>;
 }
 
 /// A held [`DistributedLock`]; releases on drop.
+///
+/// # Cancel safety
+/// `lost` is cancel safe; a dropped `release` finishes in the background.
 #[async_trait]
 pub trait LockGuard: Send + Sync + std::fmt::Debug {
     /// A number that grows with every new holder of the lock.
     fn fencing_token(&self) -> u64;
     /// Whether the lock can no longer be trusted.
     fn is_lost(&self) -> bool;
-    /// Resolves once the lock can no longer be trusted.
+    /// Resolves once the lock can no longer be trusted; see [`MutexGuard::lost`].
     async fn lost(&self) -> Loss;
-    /// Releases the lock and waits for the release to be confirmed.
+    /// Releases the lock and waits for the release to be confirmed; see
+    /// [`MutexGuard::release`].
     async fn release(self: Box<Self>) -> Result<()>;
 }
 
@@ -226,6 +240,27 @@ impl Mutex {
     /// Enters the queue and waits to be first; `None` if the wait was given up.
     async fn contend_once(&self, wait: Wait) -> Result<Option<Contender>> {
         let deadline = wait.deadline();
+        let Some(mut contender) = Box::pin(self.enter(wait)).await? else {
+            return Ok(None);
+        };
+        Span::current().record("node", contender.node());
+        Span::current().record("position", contender.ahead());
+        if matches!(wait, Wait::Never) && !contender.is_first() {
+            debug!(ahead = contender.ahead(), "lock is taken");
+            Box::pin(give_up(contender)).await;
+            return Ok(None);
+        }
+        if contender.wait_first(deadline).await? {
+            return Ok(Some(contender));
+        }
+        debug!("gave up waiting");
+        Box::pin(give_up(contender)).await;
+        Ok(None)
+    }
+
+    /// Enters the queue on the live session (waiting for one unless `wait` is `Never`).
+    async fn enter(&self, wait: Wait) -> Result<Option<Contender>> {
+        let deadline = wait.deadline();
         let client = match wait {
             Wait::Never => self.session.live_now()?,
             _ => match bounded(deadline, self.session.live()).await? {
@@ -233,22 +268,7 @@ impl Mutex {
                 None => return Ok(None),
             },
         };
-        let Some(mut contender) = bounded(deadline, self.queue.enter(&client, &[])).await? else {
-            return Ok(None);
-        };
-        Span::current().record("node", contender.node());
-        Span::current().record("position", contender.ahead());
-        if matches!(wait, Wait::Never) && !contender.is_first() {
-            debug!(ahead = contender.ahead(), "lock is taken");
-            give_up(contender).await;
-            return Ok(None);
-        }
-        if contender.wait_first(deadline).await? {
-            return Ok(Some(contender));
-        }
-        debug!("gave up waiting");
-        give_up(contender).await;
-        Ok(None)
+        bounded(deadline, self.queue.enter(&client, &[])).await
     }
 
     fn hold(&self, contender: Contender, started: Instant) -> MutexGuard {
@@ -297,6 +317,8 @@ struct Held {
     loss: watch::Receiver<Option<Loss>>,
     /// Set before the node is deleted on purpose, so that its deletion is not a loss.
     releasing: Arc<AtomicBool>,
+    /// Notified when someone awaits the loss: the node is watched from then on at once.
+    asked: Arc<Notify>,
     monitor: JoinHandle<()>,
 }
 
@@ -309,9 +331,19 @@ impl Held {
         let probe = contender.probe();
         let releasing = Arc::new(AtomicBool::new(false));
         let released = releasing.clone();
+        let asked = Arc::new(Notify::new());
+        let watch_node_from = {
+            let asked = asked.clone();
+            async move {
+                tokio::select! {
+                    () = tokio::time::sleep(NODE_WATCH_DELAY) => {}
+                    () = asked.notified() => {}
+                }
+            }
+        };
         let monitor = tokio::spawn(
             async move {
-                let loss = probe.lost(tolerate_suspension).await;
+                let loss = probe.lost(tolerate_suspension, watch_node_from).await;
                 if !released.load(Ordering::SeqCst) {
                     warn!(?loss, "lock lost");
                     report.send_replace(Some(loss));
@@ -326,6 +358,7 @@ impl Held {
             contender,
             loss,
             releasing,
+            asked,
             monitor,
         })
     }
@@ -335,6 +368,7 @@ impl Held {
     }
 
     async fn lost(&self) -> Loss {
+        self.asked.notify_one();
         let mut loss = self.loss.clone();
         let seen = loss.wait_for(Option::is_some).await.map(|loss| *loss);
         seen.ok().flatten().unwrap_or(Loss::Closed)
@@ -342,8 +376,8 @@ impl Held {
 
     /// Deletes the node, unless the lock was lost in a way that makes that pointless.
     ///
-    /// The monitor's watch on the node is left to fire with the delete (removing it first
-    /// would cost a request on the release path); the monitor is stopped afterwards.
+    /// The monitor's watch on the node, if set, is left to fire with the delete (removing it
+    /// first would cost a request on the release path); the monitor is stopped afterwards.
     async fn release(mut self) -> Result<()> {
         self.releasing.store(true, Ordering::SeqCst);
         let lost = *self.loss.borrow();
@@ -378,13 +412,10 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         self.releasing.store(true, Ordering::SeqCst);
-        match self.contender.take() {
-            // The monitor ends when the background delete fires its watch.
-            Some(contender) => {
-                debug!(node = %self.node, "guard dropped; releasing in the background");
-                drop(contender);
-            }
-            None => self.monitor.abort(),
+        self.monitor.abort();
+        if let Some(contender) = self.contender.take() {
+            debug!(node = %self.node, "guard dropped; releasing in the background");
+            drop(contender);
         }
     }
 }
@@ -409,7 +440,9 @@ impl MutexGuard {
         &self.held.node
     }
 
-    /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)).
+    /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)). Deletion of the
+    /// node by someone else is noticed from 10 ms after acquisition on (at once once
+    /// `lost()` has been awaited); expiry and suspension from the start.
     pub fn is_lost(&self) -> bool {
         self.held.is_lost()
     }

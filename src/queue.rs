@@ -19,6 +19,7 @@
 //!   leaves a node behind.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::{debug, debug_span, warn, Instrument};
@@ -32,7 +33,7 @@ const SEQUENCE_DIGITS: usize = 10;
 /// A recipe root and the contender name used under it.
 #[derive(Clone, Debug)]
 pub(crate) struct Queue {
-    root: String,
+    root: Arc<str>,
     name: &'static str,
 }
 
@@ -40,7 +41,7 @@ impl Queue {
     /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`.
     pub(crate) fn new(root: &str, name: &'static str) -> Result<Queue> {
         Ok(Queue {
-            root: path::validate_root(root)?.to_owned(),
+            root: Arc::from(path::validate_root(root)?),
             name,
         })
     }
@@ -110,7 +111,7 @@ impl Queue {
             .await
             .map_err(|err| match err {
                 Error::ZooKeeper(zookeeper_client::Error::NoNode) => Error::InvalidPath {
-                    path: self.root.clone(),
+                    path: self.root.to_string(),
                     reason: "the session's chroot does not exist",
                 },
                 err => err.at_root(&self.root),
@@ -158,16 +159,16 @@ impl Error {
 /// A create in flight: deletes whatever it may have created unless it became a contender.
 struct Creating {
     client: Client,
-    root: String,
+    root: Arc<str>,
     uuid: String,
     armed: bool,
 }
 
 impl Creating {
-    fn new(client: &Client, root: &str) -> Creating {
+    fn new(client: &Client, root: &Arc<str>) -> Creating {
         Creating {
             client: client.clone(),
-            root: root.to_owned(),
+            root: root.clone(),
             uuid: uuid::Uuid::new_v4().to_string(),
             armed: true,
         }
@@ -179,11 +180,11 @@ impl Creating {
         let ahead = Ahead::of(children, sequence);
         Contender {
             client: self.client.clone(),
-            root: std::mem::take(&mut self.root),
+            root: self.root.clone(),
             node,
             czxid,
             sequence,
-            predecessor: ahead.predecessor.map(str::to_owned),
+            predecessor: ahead.predecessor.map(|name| path::join(&self.root, name)),
             predecessor_first: ahead.count == 1,
             ahead: ahead.count,
             armed: true,
@@ -224,7 +225,7 @@ impl Drop for Creating {
             spawn_removal(
                 self.client.clone(),
                 Removal::ByUuid {
-                    root: std::mem::take(&mut self.root),
+                    root: self.root.clone(),
                     uuid: std::mem::take(&mut self.uuid),
                 },
             );
@@ -236,11 +237,11 @@ impl Drop for Creating {
 #[derive(Debug)]
 pub(crate) struct Contender {
     client: Client,
-    root: String,
+    root: Arc<str>,
     node: String,
     czxid: i64,
     sequence: i32,
-    /// The name of the contender immediately ahead, if any is known to exist.
+    /// The path of the contender immediately ahead, if any is known to exist.
     predecessor: Option<String>,
     /// Whether that predecessor was first when last looked: then its going makes us first.
     predecessor_first: bool,
@@ -287,23 +288,24 @@ impl Contender {
         let waiting = self.wait_until_first();
         match deadline {
             None => waiting.await.map(|()| true),
-            Some(deadline) => match tokio::time::timeout_at(deadline.into(), waiting).await {
-                Ok(waited) => waited.map(|()| true),
-                Err(_) => Ok(false),
-            },
+            Some(deadline) => {
+                match Box::pin(tokio::time::timeout_at(deadline.into(), waiting)).await {
+                    Ok(waited) => waited.map(|()| true),
+                    Err(_) => Ok(false),
+                }
+            }
         }
     }
 
     async fn wait_until_first(&mut self) -> Result<()> {
         while let Some(predecessor) = &self.predecessor {
-            let predecessor = path::join(&self.root, predecessor);
-            self.predecessor_gone(&predecessor).await?;
+            self.predecessor_gone(predecessor).await?;
             if self.predecessor_first {
                 debug!(node = %self.node, "predecessor was first: handed off");
                 self.predecessor = None;
                 self.ahead = 0;
             } else {
-                self.look_again().await?;
+                Box::pin(self.look_again()).await?;
             }
         }
         Ok(())
@@ -321,7 +323,7 @@ impl Contender {
         }
         let ahead = Ahead::of(&children, self.sequence);
         debug!(node = %self.node, ahead = ahead.count, "predecessor left the queue; looked again");
-        self.predecessor = ahead.predecessor.map(str::to_owned);
+        self.predecessor = ahead.predecessor.map(|name| path::join(&self.root, name));
         self.predecessor_first = ahead.count == 1;
         self.ahead = ahead.count;
         Ok(())
@@ -331,7 +333,9 @@ impl Contender {
     async fn predecessor_gone(&self, predecessor: &str) -> Result<()> {
         let client = &self.client;
         loop {
-            let watcher = match retry(client, || client.get_and_watch_data(predecessor)).await {
+            // Boxed, here and below, so that a waiting future holds only what waiting needs.
+            let watching = Box::pin(retry(client, || client.get_and_watch_data(predecessor)));
+            let watcher = match watching.await {
                 Ok((_, _, watcher)) => watcher,
                 Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(()),
                 Err(err) => return Err(err),
@@ -398,9 +402,19 @@ impl Probe {
     ///
     /// # Cancel safety
     /// Cancel safe; the node watch is removed.
-    pub(crate) async fn lost(&self, tolerate_suspension: bool) -> Loss {
+    /// The node itself is watched once `watch_node_from` resolves: a holder that releases
+    /// quickly then never pays for a watch it would not need.
+    pub(crate) async fn lost(
+        &self,
+        tolerate_suspension: bool,
+        watch_node_from: impl std::future::Future<Output = ()>,
+    ) -> Loss {
+        let node_lost = async {
+            watch_node_from.await;
+            self.node_lost().await
+        };
         tokio::select! {
-            loss = self.node_lost() => loss,
+            loss = node_lost => loss,
             loss = connection_lost(&self.client, tolerate_suspension) => loss,
         }
     }
@@ -484,7 +498,7 @@ impl Drop for Contender {
 /// What a background removal deletes.
 enum Removal {
     Node(String),
-    ByUuid { root: String, uuid: String },
+    ByUuid { root: Arc<str>, uuid: String },
 }
 
 /// Deletes a node of ours after its owner went away, retrying across connection loss, until

@@ -374,6 +374,13 @@ async fn lost_when_the_node_is_deleted() {
     assert!(!guard.is_lost());
     let admin = Client::connect(&ensemble.connect_string()).await.unwrap();
     admin.delete(guard.node(), None).await.unwrap();
+    // Noticed without anyone awaiting lost(): is_lost() turns true by itself.
+    let noticed = async {
+        while !guard.is_lost() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, noticed).await.unwrap();
     let loss = tokio::time::timeout(PATIENCE, guard.lost()).await.unwrap();
     assert_eq!(loss, Loss::NodeDeleted);
     assert!(guard.is_lost());
