@@ -1,22 +1,4 @@
-//! Leader election: one leader (master) among the candidates on a path, the rest followers.
-//!
-//! A candidate joins the contender queue under the election path with an
-//! EPHEMERAL_SEQUENTIAL node named `_c_<uuid>-latch-<seq>` holding its id, as Apache
-//! Curator's `LeaderLatch` does, so Rust and Java candidates can share one election. The
-//! first in the queue leads; every other candidate watches only its predecessor, so when a
-//! leader goes exactly one follower wakes and leadership passes in queue order.
-//!
-//! * **Stepping down.** A leader becomes [`Role::Follower`] as soon as its leadership can no
-//!   longer be trusted: the session expires, the connection is suspended (see
-//!   [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension)),
-//!   or its node is deleted. It never learns of the loss later than the servers could let
-//!   the next candidate lead. After a suspension that the session survived, it leads again
-//!   with the same term (its node was first all along, so nobody else led meanwhile).
-//! * **Terms.** [`Leadership::term`] is the zxid that created the leader's node: it grows
-//!   with every new leader, a fencing token for what the leader writes.
-//! * **Session expiry.** A candidate re-joins the queue on the new session by default
-//!   ([`LeaderElection::rejoin_after_expiry`]).
-//! * **Leaving.** [`Candidate::resign`] and dropping the candidate delete its node.
+//! Leader election: [`LeaderElection`], [`Candidate`], [`Leadership`].
 
 use std::future::Future;
 
@@ -47,7 +29,26 @@ pub struct Participant {
     pub node: String,
 }
 
-/// An election on one ZooKeeper path; see the [module docs](self).
+/// Leader election: one leader (master) among the candidates on a path, the rest followers.
+///
+/// A candidate joins the contender queue under the election path with an
+/// EPHEMERAL_SEQUENTIAL node named `_c_<uuid>-latch-<seq>` holding its id, as Apache
+/// Curator's `LeaderLatch` does, so Rust and Java candidates can share one election. The
+/// first in the queue leads; every other candidate watches only its predecessor, so when a
+/// leader goes exactly one follower wakes and leadership passes in queue order.
+///
+/// * **Stepping down.** A leader becomes [`Role::Follower`] as soon as its leadership can no
+///   longer be trusted: the session expires, the connection is suspended (see
+///   [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension)),
+///   or its node is deleted. It never learns of the loss later than the servers could let
+///   the next candidate lead. After a suspension that the session survived, it leads again
+///   with the same term (its node was first all along, so nobody else led meanwhile).
+/// * **Terms.** [`Leadership::term`] is the zxid that created the leader's node: it grows
+///   with every new leader, a fencing token for what the leader writes.
+/// * **Session expiry.** A candidate re-joins the queue on the new session by default
+///   ([`LeaderElection::rejoin_after_expiry`]).
+/// * **Leaving.** [`Candidate::resign`] and dropping the candidate delete its node.
+///
 ///
 /// ```no_run
 /// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {

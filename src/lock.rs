@@ -1,26 +1,4 @@
-//! A distributed mutex: at most one holder across every process and session that locks the
-//! same path.
-//!
-//! Each acquisition enters the contender queue under the lock path with an
-//! EPHEMERAL_SEQUENTIAL node named `_c_<uuid>-lock-<seq>`, as Apache Curator's
-//! `InterProcessMutex` does, so Rust and Java services can share one lock. The lowest node
-//! holds; every waiter watches only its immediate predecessor, so a release wakes exactly one
-//! waiter. Waiters are served in the order they arrived.
-//!
-//! * **Fencing.** [`MutexGuard::fencing_token`] is the zxid that created the holder's node:
-//!   it grows with every new holder, so a resource that remembers the largest token it has
-//!   seen can refuse a stale holder.
-//! * **Loss.** A holder is told when it can no longer trust its lock:
-//!   [`MutexGuard::lost`] resolves when the session expires, the connection is suspended
-//!   (see [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension)),
-//!   or the node is deleted by anyone.
-//! * **Leaving.** Release, a timed-out or cancelled wait, and a dropped guard all delete the
-//!   node; after any outcome but "holding", no node of this `Mutex` is left in ZooKeeper.
-//! * **Re-entrancy.** A `Mutex` value is one participant: [`Mutex::lock`] on a value that
-//!   already holds the lock returns another guard at once, and the node is deleted when the
-//!   last guard goes. Concurrent acquisitions through one value are served one at a time.
-//! * **Session expiry.** A `lock()` that was waiting when its session expired enters the
-//!   queue again on the new session (at its end: its old place died with the old session).
+//! The distributed mutex: [`Mutex`], [`MutexGuard`] and the [`DistributedLock`] trait.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -79,7 +57,30 @@ pub trait LockGuard: Send + Sync + std::fmt::Debug {
     async fn release(self: Box<Self>) -> Result<()>;
 }
 
-/// A distributed mutex on one ZooKeeper path; see the [module docs](self).
+/// A distributed mutex: at most one holder across every process and session that locks the
+/// same path.
+///
+/// Each acquisition enters the contender queue under the lock path with an
+/// EPHEMERAL_SEQUENTIAL node named `_c_<uuid>-lock-<seq>`, as Apache Curator's
+/// `InterProcessMutex` does, so Rust and Java services can share one lock. The lowest node
+/// holds; every waiter watches only its immediate predecessor, so a release wakes exactly one
+/// waiter. Waiters are served in the order they arrived.
+///
+/// * **Fencing.** [`MutexGuard::fencing_token`] is the zxid that created the holder's node:
+///   it grows with every new holder, so a resource that remembers the largest token it has
+///   seen can refuse a stale holder.
+/// * **Loss.** A holder is told when it can no longer trust its lock:
+///   [`MutexGuard::lost`] resolves when the session expires, the connection is suspended
+///   (see [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension)),
+///   or the node is deleted by anyone.
+/// * **Leaving.** Release, a timed-out or cancelled wait, and a dropped guard all delete the
+///   node; after any outcome but "holding", no node of this `Mutex` is left in ZooKeeper.
+/// * **Re-entrancy.** A `Mutex` value is one participant: [`Mutex::lock`] on a value that
+///   already holds the lock returns another guard at once, and the node is deleted when the
+///   last guard goes. Concurrent acquisitions through one value are served one at a time.
+/// * **Session expiry.** A `lock()` that was waiting when its session expired enters the
+///   queue again on the new session (at its end: its old place died with the old session).
+///
 ///
 /// ```no_run
 /// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {

@@ -1,17 +1,4 @@
-//! A ZooKeeper session that outlives expiry.
-//!
-//! [`Session`] owns a `zookeeper-client` [`Client`] and watches its state. While the client
-//! is disconnected the session is *suspended*: it may still be alive on the servers, and the
-//! client reconnects by itself. When the servers declare the session expired, that client is
-//! dead for good: `Session` then connects again with a fresh session, with bounded back-off,
-//! and the recipes built on it follow (held locks are reported lost, candidates re-join).
-//!
-//! Every change is published as a [`SessionEvent`] on a [`tokio::sync::watch`] channel, so
-//! a receiver always sees the latest state; transitions faster than the receiver looks may
-//! be folded into the last one.
-//!
-//! Cloning a `Session` is cheap and shares the connection. When the last clone is dropped
-//! (and no guard or candidate of its recipes is left) the ZooKeeper session is closed.
+//! The ZooKeeper session: [`Session`], [`SessionBuilder`], [`SessionEvent`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,7 +148,20 @@ fn unreachable(hosts: &str, reason: String) -> Error {
     }
 }
 
-/// A ZooKeeper session shared by the recipes, renewed by itself after expiry.
+/// A ZooKeeper session that outlives expiry.
+///
+/// [`Session`] owns a `zookeeper-client` [`Client`] and watches its state. While the client
+/// is disconnected the session is *suspended*: it may still be alive on the servers, and the
+/// client reconnects by itself. When the servers declare the session expired, that client is
+/// dead for good: `Session` then connects again with a fresh session, with bounded back-off,
+/// and the recipes built on it follow (held locks are reported lost, candidates re-join).
+///
+/// Every change is published as a [`SessionEvent`] on a [`tokio::sync::watch`] channel, so
+/// a receiver always sees the latest state; transitions faster than the receiver looks may
+/// be folded into the last one.
+///
+/// Cloning a `Session` is cheap and shares the connection. When the last clone is dropped
+/// (and no guard or candidate of its recipes is left) the ZooKeeper session is closed.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), zk_recipes::Error> {

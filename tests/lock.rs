@@ -244,15 +244,41 @@ async fn no_herd_one_watch_per_waiter() {
     await_empty(&observer, &root).await;
 }
 
+/// A lock held on one session, another `Mutex` on it from a second session, an observer.
+struct Contested {
+    root: String,
+    sessions: (Session, Session),
+    observer: Client,
+    holder: zk_recipes::MutexGuard,
+    holder_name: String,
+    other: Mutex,
+}
+
+async fn contested(name_: &str) -> Contested {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root(name_);
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let holder = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
+    Contested {
+        observer: client(&a),
+        holder_name: name(holder.node()).to_owned(),
+        other: Mutex::new(&b, &root).unwrap(),
+        holder,
+        root,
+        sessions: (a, b),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn try_lock_never_waits_and_leaves_nothing() {
-    let ensemble = Ensemble::shared(1).await;
-    let root = unique_root("try");
-    let (a, b) = (session(ensemble).await, session(ensemble).await);
-    let observer = client(&a);
-    let holder = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
-    let holder_name = name(holder.node()).to_owned();
-    let other = Mutex::new(&b, &root).unwrap();
+    let Contested {
+        root,
+        sessions: (_a, b),
+        observer,
+        holder,
+        holder_name,
+        other,
+    } = contested("try").await;
 
     let tried = tokio::time::timeout(PATIENCE, other.try_lock()).await;
     assert!(tried
@@ -285,13 +311,14 @@ async fn try_lock_never_waits_and_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cancelled_waits_leave_no_node() {
-    let ensemble = Ensemble::shared(1).await;
-    let root = unique_root("cancel");
-    let (a, b) = (session(ensemble).await, session(ensemble).await);
-    let observer = client(&a);
-    let holder = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
-    let holder_name = name(holder.node()).to_owned();
-    let other = Mutex::new(&b, &root).unwrap();
+    let Contested {
+        root,
+        sessions: _sessions,
+        observer,
+        holder,
+        holder_name,
+        other,
+    } = contested("cancel").await;
 
     // A waiting lock() under tokio::time::timeout.
     let waited = tokio::time::timeout(Duration::from_millis(300), other.lock()).await;
