@@ -115,6 +115,7 @@ async fn an_expired_session_is_replaced_by_a_new_one() {
     let (_, stat) = new.get_data(guard.node()).await.unwrap();
     assert_eq!(stat.ephemeral_owner, new.session_id().0);
     guard.release().await.unwrap();
+    support::await_empty(&new, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -185,6 +186,7 @@ async fn a_chroot_confines_the_recipes() {
         .unwrap();
     assert_eq!(inside.len(), 1);
     guard.release().await.unwrap();
+    support::await_empty(&admin, &format!("{chroot}/locks/x")).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
