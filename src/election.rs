@@ -86,7 +86,7 @@ impl LeaderElection {
         }
         Ok(LeaderElection {
             session: session.clone(),
-            queue: Queue::new(path, "latch-")?,
+            queue: Queue::new(path, "latch-", false)?,
             id,
             rejoin: true,
         })

@@ -66,6 +66,12 @@ pub trait LockGuard: Send + Sync + std::fmt::Debug {
 /// holds; every waiter watches only its immediate predecessor, so a release wakes exactly one
 /// waiter. Waiters are served in the order they arrived.
 ///
+/// * **Hand-off.** The next waiter takes the lock on the release notification itself, with
+///   no further request, at any queue length: a holder that had waited deletes its node in
+///   one transaction with a data change, which its successor's watch reports as
+///   `NodeDataChanged` (Curator and kazoo waiters treat it as any other event and look
+///   again). Nothing else writes to a contender node; a client that does breaks this.
+///
 /// * **Fencing.** [`MutexGuard::fencing_token`] is the zxid that created the holder's node:
 ///   it grows with every new holder, so a resource that remembers the largest token it has
 ///   seen can refuse a stale holder.
@@ -125,7 +131,7 @@ impl Mutex {
     pub fn new(session: &Session, path: &str) -> Result<Mutex> {
         Ok(Mutex {
             session: session.clone(),
-            queue: Queue::new(path, "lock-")?,
+            queue: Queue::new(path, "lock-", true)?,
             acquiring: tokio::sync::Mutex::new(()),
             held: std::sync::Mutex::new(Weak::new()),
         })

@@ -10,10 +10,16 @@
 //!   on one session, so the listing already holds the new node.
 //! * A contender keeps only its predecessor's name and whether that predecessor was first
 //!   when it last looked (no buffer that grows with the queue). Sequence numbers only grow,
-//!   so no node can appear below it: when a predecessor that was first goes, the contender
-//!   is first without asking the servers again — the hand-off costs no round trip after the
-//!   notification. Only when a predecessor that was itself waiting goes (it gave up, or its
-//!   session died) does the contender list the root once to find its new predecessor.
+//!   so no node can appear below it, and a node that was first stays first until it goes.
+//!   The contender is first, with no request after the notification, when its predecessor
+//!   goes and either was first when it last looked, or marked its node on the way out: a
+//!   contender that entered behind others and became first deletes its node in one
+//!   transaction with a data change (mutex queues only; see [`Queue::new`]), so its
+//!   successor's data watch fires with `NodeDataChanged`. Hand-off cost is then the same
+//!   at any queue length. Only when a predecessor goes unmarked while not known to be
+//!   first (it gave up, its session died, or it is a foreign client) does the contender
+//!   list the root once to find its new predecessor. No recipe writes to a contender node
+//!   otherwise; clients that do break the hand-off.
 //! * A [`Contender`] owns its node: dropping it deletes the node in the background. A create
 //!   whose reply was lost is found again by its uuid, so no outcome but "in the queue"
 //!   leaves a node behind.
@@ -30,19 +36,34 @@ use crate::path;
 
 const SEQUENCE_DIGITS: usize = 10;
 
+const CONTENDER: CreateOptions<'static> =
+    CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+
+/// The data a first contender's node is given in the same transaction that deletes it: its
+/// successor's data watch then fires with `NodeDataChanged` instead of `NodeDeleted`, which
+/// tells it that the node went while first (see [`Contender::leave`]).
+const RELEASED: &[u8] = b"released";
+
 /// A recipe root and the contender name used under it.
 #[derive(Clone, Debug)]
 pub(crate) struct Queue {
     root: Arc<str>,
     name: &'static str,
+    /// Whether a first contender marks its node when it leaves (see [`remove`]).
+    marks: bool,
 }
 
 impl Queue {
-    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`.
-    pub(crate) fn new(root: &str, name: &'static str) -> Result<Queue> {
+    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`. With `marks`, a
+    /// first contender marks its node as it leaves, so that its successor takes over with
+    /// no request; only for names whose foreign contenders look again on any event on
+    /// their predecessor (Curator's `InterProcessMutex` does, its `LeaderLatch` only
+    /// on a deletion).
+    pub(crate) fn new(root: &str, name: &'static str, marks: bool) -> Result<Queue> {
         Ok(Queue {
             root: Arc::from(path::validate_root(root)?),
             name,
+            marks,
         })
     }
 
@@ -57,7 +78,7 @@ impl Queue {
     /// Cancel safe: a node whose create was sent is deleted in the background, found by its
     /// uuid if the reply never came.
     pub(crate) async fn enter(&self, client: &Client, data: &[u8]) -> Result<Contender> {
-        let creating = Creating::new(client, &self.root);
+        let creating = Creating::new(client, &self.root, self.marks);
         let prefix = format!("{}/_c_{}-{}", self.root, creating.uuid, self.name);
         let span = debug_span!("zk.queue.enter", root = %self.root, node = tracing::field::Empty);
         async move {
@@ -71,12 +92,11 @@ impl Queue {
     }
 
     async fn create(&self, creating: Creating, prefix: &str, data: &[u8]) -> Result<Contender> {
-        const OPTIONS: CreateOptions<'static> =
-            CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
         let mut made_root = false;
         loop {
             let client = &creating.client;
-            let create = client.create(prefix, data, &OPTIONS);
+            // Sent back to back: the listing already holds the new node.
+            let create = client.create(prefix, data, &CONTENDER);
             let list = client.list_children(&self.root);
             let created = create.await;
             let listed = list.await;
@@ -161,15 +181,17 @@ struct Creating {
     client: Client,
     root: Arc<str>,
     uuid: String,
+    marks: bool,
     armed: bool,
 }
 
 impl Creating {
-    fn new(client: &Client, root: &Arc<str>) -> Creating {
+    fn new(client: &Client, root: &Arc<str>, marks: bool) -> Creating {
         Creating {
             client: client.clone(),
             root: root.clone(),
             uuid: uuid::Uuid::new_v4().to_string(),
+            marks,
             armed: true,
         }
     }
@@ -187,6 +209,8 @@ impl Creating {
             predecessor: ahead.predecessor.map(|name| path::join(&self.root, name)),
             predecessor_first: ahead.count == 1,
             ahead: ahead.count,
+            // A contender that entered first is seen as first by every successor already.
+            marks: self.marks && ahead.count > 0,
             armed: true,
         }
     }
@@ -209,6 +233,7 @@ impl Creating {
                     client: client.clone(),
                     root: self.root.clone(),
                     uuid: self.uuid.clone(),
+                    marks: self.marks,
                     armed: true,
                 };
                 Ok(Some(creating.into_contender(node, stat.czxid, &children)))
@@ -247,6 +272,9 @@ pub(crate) struct Contender {
     predecessor_first: bool,
     /// How many contenders were ahead when last looked.
     ahead: usize,
+    /// Whether to mark the node when it leaves while first: it entered behind others, so a
+    /// successor may not know that it became first.
+    marks: bool,
     armed: bool,
 }
 
@@ -299,9 +327,9 @@ impl Contender {
 
     async fn wait_until_first(&mut self) -> Result<()> {
         while let Some(predecessor) = &self.predecessor {
-            self.predecessor_gone(predecessor).await?;
-            if self.predecessor_first {
-                debug!(node = %self.node, "predecessor was first: handed off");
+            let gone = self.predecessor_gone(predecessor).await?;
+            if gone == Gone::WhileFirst || self.predecessor_first {
+                debug!(node = %self.node, ?gone, "predecessor went while first: handed off");
                 self.predecessor = None;
                 self.ahead = 0;
             } else {
@@ -329,37 +357,41 @@ impl Contender {
         Ok(())
     }
 
-    /// Resolves once `predecessor` is deleted.
-    async fn predecessor_gone(&self, predecessor: &str) -> Result<()> {
+    /// Resolves once `predecessor` is deleted, saying whether it is known to have been first.
+    async fn predecessor_gone(&self, predecessor: &str) -> Result<Gone> {
         let client = &self.client;
-        loop {
-            // Boxed, here and below, so that a waiting future holds only what waiting needs.
-            let watching = Box::pin(retry(client, || client.get_and_watch_data(predecessor)));
-            let watcher = match watching.await {
-                Ok((_, _, watcher)) => watcher,
-                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(()),
-                Err(err) => return Err(err),
-            };
-            debug!(node = %self.node, %predecessor, "watching the predecessor");
-            let event = watcher.changed().await;
-            match event.event_type {
-                EventType::NodeDeleted => return Ok(()),
-                EventType::Session => return Err(terminal(event.session_state)),
-                _ => continue,
-            }
+        // Boxed, here and below, so that a waiting future holds only what waiting needs.
+        let watching = Box::pin(retry(client, || client.get_and_watch_data(predecessor)));
+        let watcher = match watching.await {
+            Ok((_, _, watcher)) => watcher,
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(Gone::Unknown),
+            Err(err) => return Err(err),
+        };
+        debug!(node = %self.node, %predecessor, "watching the predecessor");
+        let event = watcher.changed().await;
+        match event.event_type {
+            EventType::NodeDataChanged => Ok(Gone::WhileFirst),
+            EventType::Session => Err(terminal(event.session_state)),
+            _ => Ok(Gone::Unknown),
         }
     }
 
     /// Deletes the node and waits for the server to confirm.
     ///
+    /// A first contender of a marking queue marks its node in the transaction that deletes
+    /// it (see [`remove`]), so that its successor takes over without asking the servers
+    /// again.
     /// Returns `Ok(false)` if the node was already gone (deleted by someone, or its session
     /// expired). On a lost connection the delete is finished in the background.
     ///
     /// # Cancel safety
     /// Cancel safe: an unfinished delete is finished in the background.
     pub(crate) async fn leave(mut self) -> Result<bool> {
-        let span = debug_span!("zk.queue.leave", node = %self.node);
-        let deleted = self.client.delete(&self.node, None).instrument(span).await;
+        let mark = self.marks && self.is_first();
+        let span = debug_span!("zk.queue.leave", node = %self.node, mark);
+        let deleted = remove(&self.client, &self.node, mark)
+            .instrument(span)
+            .await;
         match deleted {
             Ok(()) => {
                 self.armed = false;
@@ -429,7 +461,8 @@ impl Probe {
             };
             let event = watcher.changed().await;
             match event.event_type {
-                EventType::NodeDeleted => return Loss::NodeDeleted,
+                // A data change is the mark of a delete: no recipe writes to a contender.
+                EventType::NodeDeleted | EventType::NodeDataChanged => return Loss::NodeDeleted,
                 EventType::Session => return Loss::from(terminal(event.session_state)),
                 _ => continue,
             }
@@ -487,18 +520,54 @@ async fn connection_lost(client: &Client, tolerate_suspension: bool) -> Loss {
 impl Drop for Contender {
     fn drop(&mut self) {
         if self.armed {
+            let mark = self.marks && self.is_first();
             spawn_removal(
                 self.client.clone(),
-                Removal::Node(std::mem::take(&mut self.node)),
+                Removal::Node(std::mem::take(&mut self.node), mark),
             );
         }
     }
 }
 
+/// How a predecessor went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gone {
+    /// Deleted with the mark of a first contender: its successor is first now.
+    WhileFirst,
+    /// Deleted; whether it was first is unknown (it gave up, its session ended, it was
+    /// deleted by someone else or by a client that does not mark, or it was already gone).
+    Unknown,
+}
+
+/// Deletes `node`; with `mark` (only for a first node: no lower contender can exist any
+/// more, as sequence numbers only grow) in one transaction with a data change. Its
+/// successor's data watch then fires with `NodeDataChanged`, not `NodeDeleted`, and the
+/// successor knows it is first without listing the root. Foreign contenders that look
+/// again on any event on their predecessor (Curator's `InterProcessMutex`, kazoo) are
+/// unaffected.
+async fn remove(
+    client: &Client,
+    node: &str,
+    mark: bool,
+) -> std::result::Result<(), zookeeper_client::Error> {
+    if !mark {
+        return client.delete(node, None).await;
+    }
+    let mut transaction = client.new_multi_writer();
+    transaction.add_set_data(node, RELEASED, None)?;
+    transaction.add_delete(node, None)?;
+    transaction.commit().await?;
+    Ok(())
+}
+
 /// What a background removal deletes.
 enum Removal {
-    Node(String),
-    ByUuid { root: Arc<str>, uuid: String },
+    /// A node of ours, and whether to mark it (see [`remove`]).
+    Node(String, bool),
+    ByUuid {
+        root: Arc<str>,
+        uuid: String,
+    },
 }
 
 /// Deletes a node of ours after its owner went away, retrying across connection loss, until
@@ -509,16 +578,16 @@ fn spawn_removal(client: Client, removal: Removal) {
         return;
     };
     runtime.spawn(async move {
-        let node = match removal {
-            Removal::Node(node) => node,
+        let (node, mark) = match removal {
+            Removal::Node(node, mark) => (node, mark),
             Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid).await {
-                Some(node) => node,
+                Some(node) => (node, false),
                 None => return,
             },
         };
-        let span = debug_span!("zk.queue.remove", %node);
+        let span = debug_span!("zk.queue.remove", %node, mark);
         async move {
-            match retry(&client, || client.delete(&node, None)).await {
+            match retry(&client, || remove(&client, &node, mark)).await {
                 Ok(()) => debug!("deleted in the background"),
                 Err(Error::ZooKeeper(zookeeper_client::Error::NoNode))
                 | Err(Error::SessionExpired | Error::Closed) => {}

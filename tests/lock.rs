@@ -244,6 +244,60 @@ async fn no_herd_one_watch_per_waiter() {
     await_empty(&observer, &root).await;
 }
 
+/// A waiter whose predecessor was itself waiting takes over without a request once that
+/// predecessor has held and released: the proxy holds back every request of its session
+/// from before the first release on, yet it acquires. (Without the release mark it would
+/// have to list the root, which the proxy holds back, and would never get the lock.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_behind_a_waiter_takes_over_without_a_request() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("handoff");
+    let proxy = ensemble.proxy(0).await;
+    let (a, b) = (session(&ensemble).await, session(&ensemble).await);
+    let muted = Session::builder()
+        .session_timeout(Duration::from_secs(20))
+        .connect(&proxy.address())
+        .await
+        .expect("connect through the proxy");
+    let observer = client(&a);
+    let holder = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
+    let second = Mutex::new(&b, &root).unwrap();
+    let second = tokio::spawn(async move {
+        let guard = second.lock().await.expect("second lock");
+        let token = guard.fencing_token();
+        guard.release().await.expect("second release");
+        token
+    });
+    await_count(&observer, &root, 2).await;
+    let third = Mutex::new(&muted, &root).unwrap();
+    let (third_tx, third_rx) = tokio::sync::oneshot::channel();
+    let third = tokio::spawn(async move {
+        let guard = third.lock().await.expect("third lock");
+        let _ = third_tx.send(guard.fencing_token());
+        guard
+    });
+    let queue = await_count(&observer, &root, 3).await;
+    let queue: Vec<String> = queue.iter().map(|n| format!("{root}/{n}")).collect();
+    settle_watches(&ensemble, &root, &queue).await;
+
+    proxy.mute();
+    holder.release().await.unwrap();
+    let second_token = tokio::time::timeout(PATIENCE, second)
+        .await
+        .expect("second holder done")
+        .unwrap();
+    let third_token = tokio::time::timeout(PATIENCE, third_rx)
+        .await
+        .expect("the third contender took over with its requests held back")
+        .unwrap();
+    assert!(third_token > second_token);
+    proxy.restore();
+    let guard = third.await.unwrap();
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
 /// A lock held on one session, another `Mutex` on it from a second session, an observer.
 struct Contested {
     root: String,

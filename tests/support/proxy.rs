@@ -1,11 +1,16 @@
-//! A TCP proxy in front of one server, to cut one client off the ensemble.
+//! A TCP proxy in front of one server, to cut one client off the ensemble, or to hold back
+//! its requests while the server's messages still reach it.
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
     Open,
+    /// Forwards what the server sends; holds back what the client sends.
+    Muted,
     Cut,
     Closed,
 }
@@ -40,7 +45,14 @@ impl Proxy {
         self.state.send_replace(State::Cut);
     }
 
-    /// Accepts and forwards again.
+    /// Holds back everything clients send (it stays unread, in the sockets' buffers) while
+    /// still forwarding what the server sends, until [`Proxy::restore`]: a client then hears
+    /// its watch notifications but none of its requests reach the server.
+    pub fn mute(&self) {
+        self.state.send_replace(State::Muted);
+    }
+
+    /// Accepts and forwards again (in both directions).
     pub fn restore(&self) {
         self.state.send_replace(State::Open);
     }
@@ -62,7 +74,7 @@ async fn accept_loop(listener: TcpListener, server_port: u16, mut states: watch:
             }
             accepted = listener.accept() => {
                 let Ok((client, _)) = accepted else { continue };
-                if *states.borrow() != State::Open {
+                if !forwarding(*states.borrow()) {
                     drop(client);
                     continue;
                 }
@@ -72,22 +84,60 @@ async fn accept_loop(listener: TcpListener, server_port: u16, mut states: watch:
     }
 }
 
-async fn forward(mut client: TcpStream, server_port: u16, mut states: watch::Receiver<State>) {
-    let Ok(mut server) = TcpStream::connect(("127.0.0.1", server_port)).await else {
+fn forwarding(state: State) -> bool {
+    matches!(state, State::Open | State::Muted)
+}
+
+async fn forward(client: TcpStream, server_port: u16, states: watch::Receiver<State>) {
+    let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)).await else {
         return;
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_server, mut to_server) = server.into_split();
+    let mut cut_states = states.clone();
     let cut = async {
         loop {
-            if states.changed().await.is_err() || *states.borrow() != State::Open {
+            if cut_states.changed().await.is_err() || !forwarding(*cut_states.borrow()) {
                 return;
             }
         }
     };
     tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+        _ = tokio::io::copy(&mut from_server, &mut to_client) => {}
+        _ = upstream(&mut from_client, &mut to_server, states) => {}
         _ = cut => {}
     }
     // Both sockets drop here: the client sees its connection end.
+}
+
+/// Copies client to server except while muted; returns when either side closes.
+async fn upstream(
+    from: &mut OwnedReadHalf,
+    to: &mut OwnedWriteHalf,
+    mut states: watch::Receiver<State>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        while *states.borrow_and_update() == State::Muted {
+            if states.changed().await.is_err() {
+                return Ok(());
+            }
+        }
+        tokio::select! {
+            read = from.read(&mut buf) => {
+                let n = read?;
+                if n == 0 {
+                    return Ok(());
+                }
+                to.write_all(&buf[..n]).await?;
+            }
+            changed = states.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
 }
