@@ -1,5 +1,6 @@
 //! The distributed mutex: [`Mutex`], [`MutexGuard`] and the [`DistributedLock`] trait.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -191,26 +192,33 @@ impl Mutex {
         self.acquire(Wait::Until(Instant::now() + timeout)).await
     }
 
-    async fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard>> {
-        let deadline = wait.deadline();
-        let turn = match wait {
-            Wait::Never => self.acquiring.try_lock().ok(),
-            _ => bounded(deadline, async { Ok(self.acquiring.lock().await) }).await?,
-        };
-        let Some(_turn) = turn else {
-            return Ok(None);
-        };
-        if let Some(guard) = self.reenter()? {
-            return Ok(Some(guard));
+    // `acquire`, `contend` and `contend_once` are not `async fn`s: an `async fn` future holds
+    // its arguments twice (as passed and as moved into the body) for as long as it waits,
+    // and every waiting `lock()` future nests all three.
+    #[allow(clippy::manual_async_fn)]
+    fn acquire(&self, wait: Wait) -> impl Future<Output = Result<Option<MutexGuard>>> + '_ {
+        async move {
+            let deadline = wait.deadline();
+            // Held until the acquisition is over: one at a time through this value.
+            let turn = match wait {
+                Wait::Never => self.acquiring.try_lock().ok(),
+                _ => bounded(deadline, async { Ok(self.acquiring.lock().await) }).await?,
+            };
+            if turn.is_none() {
+                return Ok(None);
+            }
+            if let Some(guard) = self.reenter()? {
+                return Ok(Some(guard));
+            }
+            let span = info_span!(
+                "zk.lock.acquire",
+                path = %self.path(),
+                node = tracing::field::Empty,
+                position = tracing::field::Empty,
+                waited_ms = tracing::field::Empty,
+            );
+            self.contend(wait).instrument(span).await
         }
-        let span = info_span!(
-            "zk.lock.acquire",
-            path = %self.path(),
-            node = tracing::field::Empty,
-            position = tracing::field::Empty,
-            waited_ms = tracing::field::Empty,
-        );
-        self.contend(wait).instrument(span).await
     }
 
     /// Another guard on the lock this value holds, if it holds it.
@@ -228,41 +236,46 @@ impl Mutex {
         }
     }
 
-    async fn contend(&self, wait: Wait) -> Result<Option<MutexGuard>> {
-        let started = Instant::now();
-        loop {
-            match self.contend_once(wait).await {
-                Ok(Some(contender)) => return Ok(Some(self.hold(contender, started))),
-                Ok(None) => return Ok(None),
-                Err(err @ (Error::SessionExpired | Error::LockLost { .. }))
-                    if !matches!(wait, Wait::Never) =>
-                {
-                    warn!(%err, "left the queue against our will; entering it again");
+    #[allow(clippy::manual_async_fn)] // see `acquire`
+    fn contend(&self, wait: Wait) -> impl Future<Output = Result<Option<MutexGuard>>> + '_ {
+        async move {
+            let started = Instant::now();
+            loop {
+                match self.contend_once(wait).await {
+                    Ok(Some(contender)) => return Ok(Some(self.hold(contender, started))),
+                    Ok(None) => return Ok(None),
+                    Err(err @ (Error::SessionExpired | Error::LockLost { .. }))
+                        if !matches!(wait, Wait::Never) =>
+                    {
+                        warn!(%err, "left the queue against our will; entering it again");
+                    }
+                    Err(err) => return Err(err),
                 }
-                Err(err) => return Err(err),
             }
         }
     }
 
     /// Enters the queue and waits to be first; `None` if the wait was given up.
-    async fn contend_once(&self, wait: Wait) -> Result<Option<Contender>> {
-        let deadline = wait.deadline();
-        let Some(mut contender) = Box::pin(self.enter(wait)).await? else {
-            return Ok(None);
-        };
-        Span::current().record("node", contender.node());
-        Span::current().record("position", contender.ahead());
-        if matches!(wait, Wait::Never) && !contender.is_first() {
-            debug!(ahead = contender.ahead(), "lock is taken");
+    #[allow(clippy::manual_async_fn)] // see `acquire`
+    fn contend_once(&self, wait: Wait) -> impl Future<Output = Result<Option<Contender>>> + '_ {
+        async move {
+            let Some(mut contender) = Box::pin(self.enter(wait)).await? else {
+                return Ok(None);
+            };
+            Span::current().record("node", contender.node());
+            Span::current().record("position", contender.ahead());
+            if matches!(wait, Wait::Never) && !contender.is_first() {
+                debug!(ahead = contender.ahead(), "lock is taken");
+                Box::pin(give_up(contender)).await;
+                return Ok(None);
+            }
+            if contender.wait_first(wait.deadline()).await? {
+                return Ok(Some(contender));
+            }
+            debug!("gave up waiting");
             Box::pin(give_up(contender)).await;
-            return Ok(None);
+            Ok(None)
         }
-        if contender.wait_first(deadline).await? {
-            return Ok(Some(contender));
-        }
-        debug!("gave up waiting");
-        Box::pin(give_up(contender)).await;
-        Ok(None)
     }
 
     /// Enters the queue on the live session (waiting for one unless `wait` is `Never`).
@@ -475,10 +488,12 @@ impl MutexGuard {
     /// # Cancel safety
     /// Cancel safe: an unfinished release is finished in the background.
     pub async fn release(self) -> Result<()> {
-        match Arc::try_unwrap(self.held) {
-            Ok(held) => held.release().await,
-            Err(_) => Ok(()),
-        }
+        let Ok(held) = Arc::try_unwrap(self.held) else {
+            return Ok(());
+        };
+        // Boxed: a caller that awaits `lock()` then `release()` in one future reserves room
+        // for the larger of the two, for as long as it waits for the lock.
+        Box::pin(held.release()).await
     }
 }
 

@@ -102,7 +102,9 @@ impl Queue {
             let listed = list.await;
             match created {
                 Ok((stat, sequence)) => {
-                    let node = format!("{prefix}{sequence}");
+                    let mut node = format!("{prefix}{sequence}");
+                    // Kept for as long as the contender waits: not the doubled capacity.
+                    node.shrink_to_fit();
                     let children = match listed {
                         Ok(children) => children,
                         Err(_) => self.list(client).await?,
@@ -202,11 +204,10 @@ impl Creating {
         let ahead = Ahead::of(children, sequence);
         Contender {
             client: self.client.clone(),
-            root: self.root.clone(),
             node,
             czxid,
             sequence,
-            predecessor: ahead.predecessor.map(|name| path::join(&self.root, name)),
+            predecessor: ahead.predecessor.map(Box::from),
             predecessor_first: ahead.count == 1,
             ahead: ahead.count,
             // A contender that entered first is seen as first by every successor already.
@@ -262,12 +263,13 @@ impl Drop for Creating {
 #[derive(Debug)]
 pub(crate) struct Contender {
     client: Client,
-    root: Arc<str>,
+    /// Full path of the node; the root is its parent.
     node: String,
     czxid: i64,
     sequence: i32,
-    /// The path of the contender immediately ahead, if any is known to exist.
-    predecessor: Option<String>,
+    /// The name of the contender immediately ahead, if any is known to exist (only the
+    /// name: its path is made when it is watched, and the wait does not keep it).
+    predecessor: Option<Box<str>>,
     /// Whether that predecessor was first when last looked: then its going makes us first.
     predecessor_first: bool,
     /// How many contenders were ahead when last looked.
@@ -342,8 +344,8 @@ impl Contender {
     /// Lists the root to learn the predecessor anew, after one that was waiting went.
     async fn look_again(&mut self) -> Result<()> {
         let client = &self.client;
-        let children = retry(client, || client.list_children(&self.root)).await?;
-        let own = self.node.rsplit_once('/').map_or("", |(_, name)| name);
+        let (root, own) = self.node.rsplit_once('/').unwrap_or_default();
+        let children = retry(client, || client.list_children(root)).await?;
         if !children.iter().any(|name| name == own) {
             return Err(Error::LockLost {
                 node: self.node.clone(),
@@ -351,17 +353,22 @@ impl Contender {
         }
         let ahead = Ahead::of(&children, self.sequence);
         debug!(node = %self.node, ahead = ahead.count, "predecessor left the queue; looked again");
-        self.predecessor = ahead.predecessor.map(|name| path::join(&self.root, name));
+        self.predecessor = ahead.predecessor.map(Box::from);
         self.predecessor_first = ahead.count == 1;
         self.ahead = ahead.count;
         Ok(())
     }
 
-    /// Resolves once `predecessor` is deleted, saying whether it is known to have been first.
+    /// Resolves once the contender named `predecessor` is deleted, saying whether it is known
+    /// to have been first.
     async fn predecessor_gone(&self, predecessor: &str) -> Result<Gone> {
         let client = &self.client;
+        let root = self.node.rsplit_once('/').map_or("", |(root, _)| root);
         // Boxed, here and below, so that a waiting future holds only what waiting needs.
-        let watching = Box::pin(retry(client, || client.get_and_watch_data(predecessor)));
+        let watching = Box::pin(async move {
+            let path = path::join(root, predecessor);
+            retry(client, || client.get_and_watch_data(&path)).await
+        });
         let watcher = match watching.await {
             Ok((_, _, watcher)) => watcher,
             Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(Gone::Unknown),
