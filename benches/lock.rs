@@ -1,7 +1,7 @@
 //! Lock benchmark: zk-recipes' `Mutex` against zookeeper-client's built-in lock (the peer),
 //! on the same real ZooKeeper servers, in the same run.
 //!
-//! `cargo bench --bench lock` (about 5 minutes on 2 cores), `-- --quick` for a short run.
+//! `cargo bench --bench lock` (about 6 minutes on 2 cores), `-- --quick` for a short run.
 //! Other flags: `--only <scenario>` (uncontended, contended, drain, election),
 //! `--waiters 100,1000,10000`, `--drain-timeout <secs>`, `--reps <n>`.
 //!
