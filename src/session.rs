@@ -344,8 +344,16 @@ async fn keep(inner: std::sync::Weak<Inner>, target: String, mut client: Client)
 async fn follow(inner: &std::sync::Weak<Inner>, client: &Client) -> SessionState {
     let mut states = client.state_watcher();
     let session_id = client.session_id();
+    // The client may have left the connected state before this task first ran (a loaded
+    // machine): start from the state it is in, not from its next change.
+    let mut state = states.state();
+    if matches!(
+        state,
+        SessionState::SyncConnected | SessionState::ConnectedReadOnly
+    ) {
+        state = states.changed().await;
+    }
     loop {
-        let state = states.changed().await;
         let event = match state {
             SessionState::Disconnected => SessionEvent::Suspended,
             SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
@@ -362,6 +370,7 @@ async fn follow(inner: &std::sync::Weak<Inner>, client: &Client) -> SessionState
             Some(session) => session.events.send_replace(event),
             None => return SessionState::Closed,
         };
+        state = states.changed().await;
     }
 }
 
