@@ -341,10 +341,15 @@ impl Contender {
         Ok(())
     }
 
+    /// The recipe root (the node's parent) and the node's own name.
+    fn root_and_name(&self) -> (&str, &str) {
+        self.node.rsplit_once('/').unwrap_or_default()
+    }
+
     /// Lists the root to learn the predecessor anew, after one that was waiting went.
     async fn look_again(&mut self) -> Result<()> {
         let client = &self.client;
-        let (root, own) = self.node.rsplit_once('/').unwrap_or_default();
+        let (root, own) = self.root_and_name();
         let children = retry(client, || client.list_children(root)).await?;
         if !children.iter().any(|name| name == own) {
             return Err(Error::LockLost {
@@ -363,7 +368,7 @@ impl Contender {
     /// to have been first.
     async fn predecessor_gone(&self, predecessor: &str) -> Result<Gone> {
         let client = &self.client;
-        let root = self.node.rsplit_once('/').map_or("", |(root, _)| root);
+        let (root, _) = self.root_and_name();
         // Boxed, here and below, so that a waiting future holds only what waiting needs.
         let watching = Box::pin(async move {
             let path = path::join(root, predecessor);
