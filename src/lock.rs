@@ -1,6 +1,7 @@
 //! The distributed mutex: [`Mutex`], [`MutexGuard`] and the [`DistributedLock`] trait.
 
 use std::future::Future;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -198,15 +199,10 @@ impl Mutex {
     #[allow(clippy::manual_async_fn)]
     fn acquire(&self, wait: Wait) -> impl Future<Output = Result<Option<MutexGuard>>> + '_ {
         async move {
-            let deadline = wait.deadline();
             // Held until the acquisition is over: one at a time through this value.
-            let turn = match wait {
-                Wait::Never => self.acquiring.try_lock().ok(),
-                _ => bounded(deadline, async { Ok(self.acquiring.lock().await) }).await?,
-            };
-            if turn.is_none() {
+            let Some(_turn) = self.turn(wait).await else {
                 return Ok(None);
-            }
+            };
             if let Some(guard) = self.reenter()? {
                 return Ok(Some(guard));
             }
@@ -218,6 +214,19 @@ impl Mutex {
                 waited_ms = tracing::field::Empty,
             );
             self.contend(wait).instrument(span).await
+        }
+    }
+
+    /// This value's turn to acquire, waited for within `wait`; `None` if it did not come.
+    /// Its own future, so that it takes no room in the `lock()` future once it resolved.
+    async fn turn(&self, wait: Wait) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match wait {
+            Wait::Never => self.acquiring.try_lock().ok(),
+            Wait::Forever => Some(self.acquiring.lock().await),
+            Wait::Until(deadline) => {
+                let turn = self.acquiring.lock();
+                tokio::time::timeout_at(deadline.into(), turn).await.ok()
+            }
         }
     }
 
@@ -283,12 +292,13 @@ impl Mutex {
         let deadline = wait.deadline();
         let client = match wait {
             Wait::Never => self.session.live_now()?,
-            _ => match bounded(deadline, self.session.live()).await? {
+            _ => match bounded(deadline, pin!(self.session.live())).await? {
                 Some(client) => client,
                 None => return Ok(None),
             },
         };
-        bounded(deadline, self.queue.enter(&client, &[])).await
+        let entering = pin!(self.queue.enter(&client, &[]));
+        bounded(deadline, entering).await
     }
 
     fn hold(&self, contender: Contender, started: Instant) -> MutexGuard {
@@ -304,13 +314,17 @@ impl Mutex {
 }
 
 /// Runs `work` until `deadline`; `Ok(None)` if the deadline passed first.
+///
+/// `work` comes pinned by the caller: a future passed by value would be stored twice while
+/// it runs, once as the argument and once where it is awaited.
 async fn bounded<T>(
     deadline: Option<Instant>,
-    work: impl std::future::Future<Output = Result<T>>,
+    work: Pin<&mut impl Future<Output = Result<T>>>,
 ) -> Result<Option<T>> {
     match deadline {
         None => work.await.map(Some),
-        Some(deadline) => match tokio::time::timeout_at(deadline.into(), work).await {
+        // Boxed: a waiter without a deadline does not carry the timer.
+        Some(deadline) => match Box::pin(tokio::time::timeout_at(deadline.into(), work)).await {
             Ok(done) => done.map(Some),
             Err(_) => Ok(None),
         },

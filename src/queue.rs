@@ -25,11 +25,15 @@
 //!   leaves a node behind.
 
 use std::cmp::Ordering;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::{debug, debug_span, warn, Instrument};
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, EventType, SessionState};
+use uuid::Uuid;
+use zookeeper_client::{
+    Acls, Client, CreateMode, CreateOptions, EventType, OneshotWatcher, SessionState, Stat,
+};
 
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
@@ -77,46 +81,32 @@ impl Queue {
     /// # Cancel safety
     /// Cancel safe: a node whose create was sent is deleted in the background, found by its
     /// uuid if the reply never came.
-    pub(crate) async fn enter(&self, client: &Client, data: &[u8]) -> Result<Contender> {
-        let creating = Creating::new(client, &self.root, self.marks);
-        let prefix = format!("{}/_c_{}-{}", self.root, creating.uuid, self.name);
-        let span = debug_span!("zk.queue.enter", root = %self.root, node = tracing::field::Empty);
-        async move {
-            let contender = self.create(creating, &prefix, data).await?;
-            tracing::Span::current().record("node", contender.node.as_str());
-            debug!(position = contender.ahead, "entered the queue");
-            Ok(contender)
-        }
-        .instrument(span)
-        .await
-    }
-
-    async fn create(&self, creating: Creating, prefix: &str, data: &[u8]) -> Result<Contender> {
+    pub(crate) async fn enter(&self, client: &Arc<Client>, data: &[u8]) -> Result<Contender> {
+        let mut creating = Creating::new(client, &self.root, self.marks);
+        let mut node = creating.prefix(self.name);
         let mut made_root = false;
         loop {
-            let client = &creating.client;
             // Sent back to back: the listing already holds the new node.
-            let create = client.create(prefix, data, &CONTENDER);
+            let create = client.create(&node, data, &CONTENDER);
             let list = client.list_children(&self.root);
-            let created = create.await;
+            let created = create.await.map(|(stat, sequence)| (stat.czxid, sequence));
             let listed = list.await;
             match created {
-                Ok((stat, sequence)) => {
-                    let mut node = format!("{prefix}{sequence}");
-                    // Kept for as long as the contender waits: not the doubled capacity.
-                    node.shrink_to_fit();
+                Ok((czxid, sequence)) => {
+                    // No allocation: the prefix left room for the sequence number.
+                    let _ = write!(node, "{sequence}");
                     let children = match listed {
                         Ok(children) => children,
-                        Err(_) => self.list(client).await?,
+                        Err(_) => Box::pin(self.list(client)).await?,
                     };
-                    return Ok(creating.into_contender(node, stat.czxid, &children));
+                    return Ok(creating.contender(node, czxid, &children));
                 }
                 Err(zookeeper_client::Error::NoNode) if !made_root => {
                     made_root = true;
-                    self.make_root(client).await?;
+                    Box::pin(self.make_root(client)).await?;
                 }
                 Err(err) if outcome_unknown(&err) => {
-                    if let Some(contender) = creating.recover(self).await? {
+                    if let Some(contender) = Box::pin(creating.recover(self)).await? {
                         return Ok(contender);
                     }
                 }
@@ -180,28 +170,39 @@ impl Error {
 
 /// A create in flight: deletes whatever it may have created unless it became a contender.
 struct Creating {
-    client: Client,
+    client: Arc<Client>,
     root: Arc<str>,
-    uuid: String,
+    uuid: Uuid,
     marks: bool,
     armed: bool,
 }
 
 impl Creating {
-    fn new(client: &Client, root: &Arc<str>, marks: bool) -> Creating {
+    fn new(client: &Arc<Client>, root: &Arc<str>, marks: bool) -> Creating {
         Creating {
             client: client.clone(),
             root: root.clone(),
-            uuid: uuid::Uuid::new_v4().to_string(),
+            uuid: Uuid::new_v4(),
             marks,
             armed: true,
         }
     }
 
-    fn into_contender(mut self, node: String, czxid: i64, children: &[String]) -> Contender {
+    /// `ROOT/_c_<uuid>-<name>`, with room for the sequence number the server appends: the
+    /// node's path, allocated once and before the wait.
+    fn prefix(&self, name: &str) -> String {
+        let mut prefix =
+            String::with_capacity(self.root.len() + 41 + name.len() + SEQUENCE_DIGITS + 1);
+        let _ = write!(prefix, "{}/_c_{}-{name}", self.root, self.uuid);
+        prefix
+    }
+
+    /// The contender the create made; it owns the node from now on (this disarms).
+    fn contender(&mut self, node: String, czxid: i64, children: &[String]) -> Contender {
         self.armed = false;
         let sequence = sequence(&node).unwrap_or_default();
         let ahead = Ahead::of(children, sequence);
+        debug!(%node, position = ahead.count, "entered the queue");
         Contender {
             client: self.client.clone(),
             node,
@@ -217,12 +218,12 @@ impl Creating {
     }
 
     /// After a create whose outcome is unknown: the node if it was made.
-    async fn recover(&self, queue: &Queue) -> Result<Option<Contender>> {
+    async fn recover(&mut self, queue: &Queue) -> Result<Option<Contender>> {
         let client = &self.client;
         reconnected(client).await?;
         retry(client, || client.sync(&self.root)).await?;
         let children = queue.list(client).await?;
-        let Some(name) = find_own(&children, &self.uuid) else {
+        let Some(name) = find_own(&children, &self.uuid.to_string()) else {
             debug!(uuid = %self.uuid, "lost create did not happen; creating again");
             return Ok(None);
         };
@@ -230,14 +231,7 @@ impl Creating {
         match retry(client, || client.get_data(&node)).await {
             Ok((_, stat)) => {
                 debug!(%node, "found the node of a create whose reply was lost");
-                let creating = Creating {
-                    client: client.clone(),
-                    root: self.root.clone(),
-                    uuid: self.uuid.clone(),
-                    marks: self.marks,
-                    armed: true,
-                };
-                Ok(Some(creating.into_contender(node, stat.czxid, &children)))
+                Ok(Some(self.contender(node, stat.czxid, &children)))
             }
             Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
             Err(err) => Err(err),
@@ -252,7 +246,7 @@ impl Drop for Creating {
                 self.client.clone(),
                 Removal::ByUuid {
                     root: self.root.clone(),
-                    uuid: std::mem::take(&mut self.uuid),
+                    uuid: self.uuid,
                 },
             );
         }
@@ -262,7 +256,7 @@ impl Drop for Creating {
 /// Our node in the queue. Dropping it deletes the node in the background.
 #[derive(Debug)]
 pub(crate) struct Contender {
-    client: Client,
+    client: Arc<Client>,
     /// Full path of the node; the root is its parent.
     node: String,
     czxid: i64,
@@ -328,8 +322,8 @@ impl Contender {
     }
 
     async fn wait_until_first(&mut self) -> Result<()> {
-        while let Some(predecessor) = &self.predecessor {
-            let gone = self.predecessor_gone(predecessor).await?;
+        while self.predecessor.is_some() {
+            let gone = self.predecessor_gone().await?;
             if gone == Gone::WhileFirst || self.predecessor_first {
                 debug!(node = %self.node, ?gone, "predecessor went while first: handed off");
                 self.predecessor = None;
@@ -364,28 +358,36 @@ impl Contender {
         Ok(())
     }
 
-    /// Resolves once the contender named `predecessor` is deleted, saying whether it is known
-    /// to have been first.
-    async fn predecessor_gone(&self, predecessor: &str) -> Result<Gone> {
-        let client = &self.client;
-        let (root, _) = self.root_and_name();
+    /// Resolves once the predecessor is deleted, saying whether it is known to have been
+    /// first (at once, as `WhileFirst`, if there is none: nothing is ahead).
+    async fn predecessor_gone(&self) -> Result<Gone> {
+        let Some(predecessor) = &self.predecessor else {
+            return Ok(Gone::WhileFirst);
+        };
         // Boxed, here and below, so that a waiting future holds only what waiting needs.
-        let watching = Box::pin(async move {
-            let path = path::join(root, predecessor);
-            retry(client, || client.get_and_watch_data(&path)).await
-        });
-        let watcher = match watching.await {
+        let watcher = match Box::pin(self.watch(predecessor)).await {
             Ok((_, _, watcher)) => watcher,
             Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(Gone::Unknown),
             Err(err) => return Err(err),
         };
-        debug!(node = %self.node, %predecessor, "watching the predecessor");
         let event = watcher.changed().await;
         match event.event_type {
             EventType::NodeDataChanged => Ok(Gone::WhileFirst),
             EventType::Session => Err(terminal(event.session_state)),
             _ => Ok(Gone::Unknown),
         }
+    }
+
+    /// Sets a data watch on the sibling node `name`.
+    async fn watch(&self, name: &str) -> Result<(Vec<u8>, Stat, OneshotWatcher)> {
+        let client = &self.client;
+        let (root, _) = self.root_and_name();
+        let path = path::join(root, name);
+        let watched = retry(client, || client.get_and_watch_data(&path)).await;
+        if watched.is_ok() {
+            debug!(node = %self.node, predecessor = %name, "watching the predecessor");
+        }
+        watched
     }
 
     /// Deletes the node and waits for the server to confirm.
@@ -435,7 +437,7 @@ impl Contender {
 /// Watches one node of ours for the moment it can no longer be trusted.
 #[derive(Clone, Debug)]
 pub(crate) struct Probe {
-    client: Client,
+    client: Arc<Client>,
     node: String,
 }
 
@@ -578,13 +580,13 @@ enum Removal {
     Node(String, bool),
     ByUuid {
         root: Arc<str>,
-        uuid: String,
+        uuid: Uuid,
     },
 }
 
 /// Deletes a node of ours after its owner went away, retrying across connection loss, until
 /// it is gone or the session that owns it is.
-fn spawn_removal(client: Client, removal: Removal) {
+fn spawn_removal(client: Arc<Client>, removal: Removal) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         warn!("no tokio runtime to delete a node; it goes when the session ends");
         return;
@@ -611,11 +613,11 @@ fn spawn_removal(client: Client, removal: Removal) {
     });
 }
 
-async fn find_by_uuid(client: &Client, root: &str, uuid: &str) -> Option<String> {
+async fn find_by_uuid(client: &Client, root: &str, uuid: &Uuid) -> Option<String> {
     reconnected(client).await.ok()?;
     retry(client, || client.sync(root)).await.ok()?;
     let children = retry(client, || client.list_children(root)).await.ok()?;
-    find_own(&children, uuid).map(|name| path::join(root, name))
+    find_own(&children, &uuid.to_string()).map(|name| path::join(root, name))
 }
 
 fn find_own<'a>(children: &'a [String], uuid: &str) -> Option<&'a str> {

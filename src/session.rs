@@ -196,7 +196,7 @@ struct Inner {
 /// The client of the live session, if there is one.
 #[derive(Clone, Debug)]
 pub(crate) enum Current {
-    Live(Client),
+    Live(Arc<Client>),
     Renewing,
     Closed,
 }
@@ -228,6 +228,9 @@ impl Session {
     }
 
     fn start(builder: SessionBuilder, target: String, client: Client) -> Session {
+        // Shared, not cloned: a `Client` clone is 112 bytes and a heap allocation, and every
+        // waiting contender keeps one.
+        let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
         let inner = Arc::new(Inner {
@@ -252,7 +255,7 @@ impl Session {
     /// cover; `None` while a new session is being made or after [`close`](Self::close).
     pub fn client(&self) -> Option<Client> {
         match &*self.inner.current.borrow() {
-            Current::Live(client) => Some(client.clone()),
+            Current::Live(client) => Some(Client::clone(client)),
             Current::Renewing | Current::Closed => None,
         }
     }
@@ -284,7 +287,7 @@ impl Session {
     }
 
     /// The client of the live session, without waiting for one.
-    pub(crate) fn live_now(&self) -> Result<Client> {
+    pub(crate) fn live_now(&self) -> Result<Arc<Client>> {
         match &*self.inner.current.borrow() {
             Current::Live(client) if !client.state().is_terminated() => Ok(client.clone()),
             Current::Live(_) | Current::Renewing => Err(Error::SessionExpired),
@@ -296,7 +299,7 @@ impl Session {
     ///
     /// # Cancel safety
     /// Cancel safe; wrap it in the caller's own bound.
-    pub(crate) async fn live(&self) -> Result<Client> {
+    pub(crate) async fn live(&self) -> Result<Arc<Client>> {
         let mut current = self.inner.current.subscribe();
         let state = current
             .wait_for(|state| match state {
@@ -316,7 +319,7 @@ impl Session {
 
 /// Publishes the client's state changes and renews the session after expiry, until the
 /// session is closed or every `Session` clone is gone.
-async fn keep(inner: std::sync::Weak<Inner>, target: String, mut client: Client) {
+async fn keep(inner: std::sync::Weak<Inner>, target: String, mut client: Arc<Client>) {
     loop {
         let ended = follow(&inner, &client).await;
         let Some(session) = inner.upgrade() else {
@@ -331,7 +334,7 @@ async fn keep(inner: std::sync::Weak<Inner>, target: String, mut client: Client)
         session.events.send_replace(SessionEvent::Expired);
         let builder = session.builder.clone();
         drop(session);
-        client = renew(&builder, &target).await;
+        client = Arc::new(renew(&builder, &target).await);
         let Some(session) = inner.upgrade() else {
             return;
         };
