@@ -25,11 +25,14 @@ use zookeeper_client as zk;
 struct Counting;
 
 static LIVE_HEAP: AtomicUsize = AtomicUsize::new(0);
+/// The most `LIVE_HEAP` reached since it was last reset.
+static PEAK_HEAP: AtomicUsize = AtomicUsize::new(0);
 
 // SAFETY: defers to the system allocator and only counts.
 unsafe impl std::alloc::GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        LIVE_HEAP.fetch_add(layout.size(), Ordering::Relaxed);
+        let live = LIVE_HEAP.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK_HEAP.fetch_max(live, Ordering::Relaxed);
         std::alloc::System.alloc(layout)
     }
 
@@ -621,6 +624,8 @@ struct Drain {
     rss_kib_per_waiter: f64,
     /// Live heap growth while the waiters queue, bytes per waiter.
     heap_bytes_per_waiter: f64,
+    /// Peak live heap growth while the waiters queue, bytes per waiter.
+    peak_heap_bytes_per_waiter: f64,
     /// The server's total watch count with the waiters queued.
     watches: usize,
     /// Mean µs per hand-off, release to last waiter done; NaN if it did not finish.
@@ -700,6 +705,7 @@ async fn drain(which: Impl, zk: &Ensemble, waiters: usize, timeout: Duration) ->
     trim_heap();
     let rss_before = vm_rss_kib();
     let heap_before = LIVE_HEAP.load(Ordering::Relaxed);
+    PEAK_HEAP.store(heap_before, Ordering::Relaxed);
 
     let done = Arc::new(AtomicUsize::new(0));
     let queue_start = Instant::now();
@@ -728,6 +734,10 @@ async fn drain(which: Impl, zk: &Ensemble, waiters: usize, timeout: Duration) ->
     result.rss_kib_per_waiter =
         vm_rss_kib().saturating_sub(rss_before) as f64 / waiters.max(1) as f64;
     result.heap_bytes_per_waiter = LIVE_HEAP
+        .load(Ordering::Relaxed)
+        .saturating_sub(heap_before) as f64
+        / waiters.max(1) as f64;
+    result.peak_heap_bytes_per_waiter = PEAK_HEAP
         .load(Ordering::Relaxed)
         .saturating_sub(heap_before) as f64
         / waiters.max(1) as f64;
@@ -794,7 +804,30 @@ async fn futures_join(
     complete.then_some(last).flatten()
 }
 
+/// The size of a waiting acquisition's future, as a task stores it (never polled here).
+async fn future_sizes(table: &mut Table, hosts: &str) {
+    let session = connect_session(hosts, DRAIN_SESSION_TIMEOUT).await;
+    let client = connect_client(hosts, DRAIN_SESSION_TIMEOUT).await;
+    let root = unique_root("sizes");
+    let mutex = Mutex::new(&session, &root).unwrap();
+    let ours = std::mem::size_of_val(&mutex.lock());
+    let prefix = zk::LockPrefix::new_curator(&root, "lock-").expect("lock prefix");
+    let options = zk::LockOptions::new(zk::Acls::anyone_all());
+    let peer = std::mem::size_of_val(&client.lock(prefix, b"", options));
+    table.row(
+        "lock() future",
+        "bytes (size_of_val; the task that awaits it stores it)",
+        ours.to_string(),
+        peer.to_string(),
+        Some(ours as f64 / peer as f64),
+        "",
+        None,
+    );
+    session.close();
+}
+
 async fn run_drain(table: &mut Table, opts: &Opts, zk: &Ensemble) {
+    future_sizes(table, &zk.connect_string()).await;
     let reps = |w: usize| if w >= 10_000 { 1 } else { opts.reps };
     let mut handoff: Vec<[Reps; 2]> = Vec::new();
     let mut extra: Vec<[Option<Drain>; 2]> = Vec::new();
@@ -902,17 +935,23 @@ async fn run_drain(table: &mut Table, opts: &Opts, zk: &Ensemble) {
         );
         table.row(
             &format!("memory, {w} waiting lock() futures"),
-            "live heap growth, bytes per waiter (counting allocator)",
-            format!("{:.0}", o.heap_bytes_per_waiter),
-            format!("{:.0}", p.heap_bytes_per_waiter),
+            "live heap growth, bytes per waiter (counting allocator): queued / peak while queueing",
+            format!(
+                "{:.0} / {:.0}",
+                o.heap_bytes_per_waiter, o.peak_heap_bytes_per_waiter
+            ),
+            format!(
+                "{:.0} / {:.0}",
+                p.heap_bytes_per_waiter, p.peak_heap_bytes_per_waiter
+            ),
             Some(o.heap_bytes_per_waiter / p.heap_bytes_per_waiter),
             "",
             None,
         );
         let (floor_rss, floor_heap) = memory_floor(zk, w).await;
         table.row(
-            &format!("memory floor, {w} tasks each awaiting one watch"),
-            "zookeeper-client watch + tokio task, no lock: RSS KiB / live heap bytes per task",
+            &format!("memory floor, {w} tasks that enter a queue and watch"),
+            "tokio task: create ‖ list, then one watch; no lock: RSS KiB / live heap bytes per task",
             format!(
                 "{:.2} / {:.0} (ours)",
                 o.rss_kib_per_waiter, o.heap_bytes_per_waiter
@@ -937,12 +976,24 @@ async fn run_drain(table: &mut Table, opts: &Opts, zk: &Ensemble) {
     }
 }
 
-/// KiB of RSS and bytes of live heap per task for `w` tasks that each just await one
-/// zookeeper-client watch (an exists-watch on its own absent node): the floor under any
-/// waiter that watches a node.
+/// KiB of RSS and bytes of live heap per task for `w` tasks that each do what any waiter
+/// of a ZooKeeper lock on zookeeper-client does at least: create a Curator-named sequential
+/// node and list the root back to back (the listing is dropped at once), then await one
+/// watch (an exists-watch on an absent node). The floor under a waiting `lock()`.
 async fn memory_floor(zk: &Ensemble, w: usize) -> (f64, f64) {
+    const NODE: zk::CreateOptions<'static> =
+        zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
     let hosts = zk.connect_string();
     let root = unique_root("floor");
+    let observer = connect_client(&hosts, DRAIN_SESSION_TIMEOUT).await;
+    observer
+        .create(
+            &root,
+            b"",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .expect("floor root");
     let mut clients = Vec::new();
     for _ in 0..DRAIN_SESSIONS {
         clients.push(connect_client(&hosts, DRAIN_SESSION_TIMEOUT).await);
@@ -954,14 +1005,20 @@ async fn memory_floor(zk: &Ensemble, w: usize) -> (f64, f64) {
     let tasks: Vec<_> = (0..w)
         .map(|i| {
             let client = clients[i % clients.len()].clone();
-            let path = format!("{root}/absent-{i:010}");
+            let root = root.clone();
             tokio::spawn(async move {
-                let (_, watcher) = client.check_and_watch_stat(&path).await.expect("watch");
+                let prefix = format!("{root}/_c_{}-lock-", uuid::Uuid::new_v4());
+                let create = client.create(&prefix, b"", &NODE);
+                let list = client.list_children(&root);
+                let (_, sequence) = create.await.expect("floor create");
+                std::hint::black_box(list.await.expect("floor list").len());
+                let absent = format!("{prefix}{sequence}-absent");
+                let (_, watcher) = client.check_and_watch_stat(&absent).await.expect("watch");
                 watcher.changed().await;
             })
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     while zk.watch_count().await < watches_before + w && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -974,7 +1031,13 @@ async fn memory_floor(zk: &Ensemble, w: usize) -> (f64, f64) {
     for task in tasks {
         task.abort();
     }
+    // Closing the sessions removes their nodes; then the root can go.
     drop(clients);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while children(&observer, &root).await > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = observer.delete(&root, None).await;
     (rss, heap)
 }
 
