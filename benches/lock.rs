@@ -297,11 +297,17 @@ async fn children(client: &zk::Client, root: &str) -> usize {
 
 // ----- the peer: zookeeper-client's own lock -----
 
-async fn peer_lock<'c>(client: &'c zk::Client, root: &str) -> zk::LockClient<'c> {
+/// The peer's lock on `root`, named as Curator (and zk-recipes) name their nodes.
+fn peer_lock_args(root: &str) -> (zk::LockPrefix<'_>, zk::LockOptions<'static>) {
     let prefix = zk::LockPrefix::new_curator(root, "lock-").expect("lock prefix");
     let options = zk::LockOptions::new(zk::Acls::anyone_all())
         .with_ancestor_options(zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()))
         .expect("lock options");
+    (prefix, options)
+}
+
+async fn peer_lock<'c>(client: &'c zk::Client, root: &str) -> zk::LockClient<'c> {
+    let (prefix, options) = peer_lock_args(root);
     client.lock(prefix, b"", options).await.expect("peer lock")
 }
 
@@ -320,6 +326,17 @@ async fn peer_release(lock: zk::LockClient<'_>) {
 enum Impl {
     Ours,
     Peer,
+}
+
+impl Impl {
+    /// Which side runs first in repetition `rep`: alternating, so drift favours neither.
+    fn order(rep: usize) -> [Impl; 2] {
+        if rep % 2 == 0 {
+            [Impl::Ours, Impl::Peer]
+        } else {
+            [Impl::Peer, Impl::Ours]
+        }
+    }
 }
 
 // ----- scenario: round-trip floor -----
@@ -455,12 +472,7 @@ async fn run_uncontended(table: &mut Table, opts: &Opts, label: &str, hosts: &st
     let floor = floor(hosts, opts.cycles.min(300)).await;
     let mut stats: [[Reps; 3]; 2] = Default::default();
     for rep in 0..opts.reps {
-        // Alternate the order so drift does not favour one side.
-        let order = if rep % 2 == 0 {
-            [Impl::Ours, Impl::Peer]
-        } else {
-            [Impl::Peer, Impl::Ours]
-        };
+        let order = Impl::order(rep);
         for which in order {
             let lat = uncontended(which, hosts, opts.warmup, opts.cycles).await;
             let m = mean(&lat);
@@ -593,11 +605,7 @@ async fn run_contended(table: &mut Table, opts: &Opts, hosts: &str) {
     eprintln!("contended");
     let mut stats: [Reps; 2] = Default::default();
     for rep in 0..opts.reps {
-        let order = if rep % 2 == 0 {
-            [Impl::Ours, Impl::Peer]
-        } else {
-            [Impl::Peer, Impl::Ours]
-        };
+        let order = Impl::order(rep);
         for which in order {
             stats[which as usize].push(contended(which, hosts, opts.contended).await);
         }
@@ -811,8 +819,7 @@ async fn future_sizes(table: &mut Table, hosts: &str) {
     let root = unique_root("sizes");
     let mutex = Mutex::new(&session, &root).unwrap();
     let ours = std::mem::size_of_val(&mutex.lock());
-    let prefix = zk::LockPrefix::new_curator(&root, "lock-").expect("lock prefix");
-    let options = zk::LockOptions::new(zk::Acls::anyone_all());
+    let (prefix, options) = peer_lock_args(&root);
     let peer = std::mem::size_of_val(&client.lock(prefix, b"", options));
     table.row(
         "lock() future",
@@ -838,11 +845,7 @@ async fn run_drain(table: &mut Table, opts: &Opts, zk: &Ensemble) {
         // 10,000 waiters: one run, and twice the time to drain.
         let timeout = opts.drain_timeout * if w >= 10_000 { 2 } else { 1 };
         for rep in 0..reps(w) {
-            let order = if rep % 2 == 0 {
-                [Impl::Ours, Impl::Peer]
-            } else {
-                [Impl::Peer, Impl::Ours]
-            };
+            let order = Impl::order(rep);
             for which in order {
                 // Once a side did not finish, do not spend the time again.
                 if last[which as usize]
@@ -1115,11 +1118,7 @@ async fn run_failover(table: &mut Table, opts: &Opts, hosts: &str) {
     let rounds = if opts.reps > 1 { 100 } else { 40 };
     let mut stats: [Reps; 2] = Default::default();
     for rep in 0..opts.reps {
-        let order = if rep % 2 == 0 {
-            [Impl::Ours, Impl::Peer]
-        } else {
-            [Impl::Peer, Impl::Ours]
-        };
+        let order = Impl::order(rep);
         for which in order {
             let lat = failover(which, hosts, rounds).await;
             stats[which as usize].push(percentile(&sorted(lat), 50.0));
