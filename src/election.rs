@@ -117,8 +117,9 @@ impl LeaderElection {
     pub async fn join(&self) -> Result<Candidate> {
         let span = info_span!("zk.election.join", path = %self.path(), id = %self.id);
         async {
+            let turn = self.session.entry_turn().await?;
             let client = self.session.live().await?;
-            let contender = self.queue.enter(&client, self.id.as_bytes()).await?;
+            let contender = self.queue.enter(&client, self.id.as_bytes(), turn).await?;
             info!(node = %contender.node(), ahead = contender.ahead(), "joined");
             Ok(Candidate::start(self.clone(), contender))
         }
@@ -401,10 +402,11 @@ async fn step(
     let contender = match slot {
         Some(contender) => contender,
         None => {
+            let turn = election.session.entry_turn().await?;
             let client = election.session.live().await?;
             let entered = election
                 .queue
-                .enter(&client, election.id.as_bytes())
+                .enter(&client, election.id.as_bytes(), turn)
                 .await?;
             debug!(node = %entered.node(), "re-joined the queue");
             slot.insert(entered)

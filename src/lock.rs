@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{watch, Notify, SemaphorePermit};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, info_span, warn, Instrument, Span};
 use zookeeper_client::SessionState;
@@ -268,7 +268,7 @@ impl Mutex {
     #[allow(clippy::manual_async_fn)] // see `acquire`
     fn contend_once(&self, wait: Wait) -> impl Future<Output = Result<Option<Contender>>> + '_ {
         async move {
-            let Some(mut contender) = Box::pin(self.enter(wait)).await? else {
+            let Some(mut contender) = self.enter_in_turn(wait).await? else {
                 return Ok(None);
             };
             Span::current().record("node", contender.node());
@@ -287,8 +287,19 @@ impl Mutex {
         }
     }
 
+    /// Waits for this session's turn to enter (see [`Session::entry_turn`]), then enters.
+    /// Its own future, so that neither the turn nor the wait for it takes room in the
+    /// waiting state, and the entering state is allocated only once the turn came.
+    async fn enter_in_turn(&self, wait: Wait) -> Result<Option<Contender>> {
+        let turn = pin!(self.session.entry_turn());
+        let Some(turn) = bounded(wait.deadline(), turn).await? else {
+            return Ok(None);
+        };
+        Box::pin(self.enter(wait, turn)).await
+    }
+
     /// Enters the queue on the live session (waiting for one unless `wait` is `Never`).
-    async fn enter(&self, wait: Wait) -> Result<Option<Contender>> {
+    async fn enter(&self, wait: Wait, turn: SemaphorePermit<'_>) -> Result<Option<Contender>> {
         let deadline = wait.deadline();
         let client = match wait {
             Wait::Never => self.session.live_now()?,
@@ -297,7 +308,7 @@ impl Mutex {
                 None => return Ok(None),
             },
         };
-        let entering = pin!(self.queue.enter(&client, &[]));
+        let entering = pin!(self.queue.enter(&client, &[], turn));
         bounded(deadline, entering).await
     }
 

@@ -8,8 +8,10 @@
 //!
 //! * Entering costs one round trip: the create and the child listing are sent back to back
 //!   on one session, so the listing already holds the new node.
-//! * A contender keeps only its predecessor's name and whether that predecessor was first
-//!   when it last looked (no buffer that grows with the queue). Sequence numbers only grow,
+//! * A contender keeps only its predecessor's name, until the watch on it is set, and
+//!   whether that predecessor was first when it last looked (no buffer that grows with the
+//!   queue). Sessions also enter a bounded number at a time (see [`Session::entry_turn`]),
+//!   so a burst of waiters does not hold a burst of listings. Sequence numbers only grow,
 //!   so no node can appear below it, and a node that was first stays first until it goes.
 //!   The contender is first, with no request after the notification, when its predecessor
 //!   goes and either was first when it last looked, or marked its node on the way out: a
@@ -26,9 +28,11 @@
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio::sync::SemaphorePermit;
 use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
 use zookeeper_client::{
@@ -37,6 +41,8 @@ use zookeeper_client::{
 
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
+#[cfg(doc)]
+use crate::session::Session;
 
 const SEQUENCE_DIGITS: usize = 10;
 
@@ -76,12 +82,19 @@ impl Queue {
     }
 
     /// Creates a contender node holding `data`, creating missing parents of the root as
-    /// container nodes.
+    /// container nodes. `turn` (see [`Session::entry_turn`]) is given back as soon as the
+    /// create and the listing are answered.
     ///
     /// # Cancel safety
     /// Cancel safe: a node whose create was sent is deleted in the background, found by its
     /// uuid if the reply never came.
-    pub(crate) async fn enter(&self, client: &Arc<Client>, data: &[u8]) -> Result<Contender> {
+    pub(crate) async fn enter(
+        &self,
+        client: &Arc<Client>,
+        data: &[u8],
+        turn: SemaphorePermit<'_>,
+    ) -> Result<Contender> {
+        let mut turn = Some(turn);
         let mut creating = Creating::new(client, &self.root, self.marks);
         let mut node = creating.prefix(self.name);
         let mut made_root = false;
@@ -91,6 +104,7 @@ impl Queue {
             let list = client.list_children(&self.root);
             let created = create.await.map(|(stat, sequence)| (stat.czxid, sequence));
             let listed = list.await;
+            drop(turn.take());
             match created {
                 Ok((czxid, sequence)) => {
                     // No allocation: the prefix left room for the sequence number.
@@ -208,7 +222,7 @@ impl Creating {
             node,
             czxid,
             sequence,
-            predecessor: ahead.predecessor.map(Box::from),
+            predecessor: Predecessor::of(ahead.predecessor),
             predecessor_first: ahead.count == 1,
             ahead: ahead.count,
             // A contender that entered first is seen as first by every successor already.
@@ -261,9 +275,8 @@ pub(crate) struct Contender {
     node: String,
     czxid: i64,
     sequence: i32,
-    /// The name of the contender immediately ahead, if any is known to exist (only the
-    /// name: its path is made when it is watched, and the wait does not keep it).
-    predecessor: Option<Box<str>>,
+    /// Who is immediately ahead.
+    predecessor: Predecessor,
     /// Whether that predecessor was first when last looked: then its going makes us first.
     predecessor_first: bool,
     /// How many contenders were ahead when last looked.
@@ -291,7 +304,7 @@ impl Contender {
 
     /// Whether no lower contender is known to exist.
     pub(crate) fn is_first(&self) -> bool {
-        self.predecessor.is_none()
+        matches!(self.predecessor, Predecessor::None)
     }
 
     /// How many contenders were ahead when last looked.
@@ -306,8 +319,9 @@ impl Contender {
     /// * [`Error::SessionExpired`] if the session expired.
     ///
     /// # Cancel safety
-    /// Cancel safe: the contender keeps its place and its knowledge of the queue; the
-    /// predecessor watch is removed.
+    /// Cancel safe: the contender keeps its place; the predecessor watch is removed, and a
+    /// wait resumed later lists the root once to learn its predecessor again (a waiting
+    /// contender keeps no name).
     pub(crate) async fn wait_first(&mut self, deadline: Option<Instant>) -> Result<bool> {
         let waiting = self.wait_until_first();
         match deadline {
@@ -322,17 +336,23 @@ impl Contender {
     }
 
     async fn wait_until_first(&mut self) -> Result<()> {
-        while self.predecessor.is_some() {
-            let gone = self.predecessor_gone().await?;
-            if gone == Gone::WhileFirst || self.predecessor_first {
-                debug!(node = %self.node, ?gone, "predecessor went while first: handed off");
-                self.predecessor = None;
-                self.ahead = 0;
-            } else {
-                Box::pin(self.look_again()).await?;
+        loop {
+            match self.predecessor {
+                Predecessor::None => return Ok(()),
+                // A wait given up while watching: the predecessor may be there still.
+                Predecessor::Watched => Box::pin(self.look_again()).await?,
+                Predecessor::Named(_) => {
+                    let gone = self.predecessor_gone().await?;
+                    if gone == Gone::WhileFirst || self.predecessor_first {
+                        debug!(node = %self.node, ?gone, "predecessor went while first: handed off");
+                        self.predecessor = Predecessor::None;
+                        self.ahead = 0;
+                    } else {
+                        Box::pin(self.look_again()).await?;
+                    }
+                }
             }
         }
-        Ok(())
     }
 
     /// The recipe root (the node's parent) and the node's own name.
@@ -352,37 +372,45 @@ impl Contender {
         }
         let ahead = Ahead::of(&children, self.sequence);
         debug!(node = %self.node, ahead = ahead.count, "predecessor left the queue; looked again");
-        self.predecessor = ahead.predecessor.map(Box::from);
+        self.predecessor = Predecessor::of(ahead.predecessor);
         self.predecessor_first = ahead.count == 1;
         self.ahead = ahead.count;
         Ok(())
     }
 
-    /// Resolves once the predecessor is deleted, saying whether it is known to have been
-    /// first (at once, as `WhileFirst`, if there is none: nothing is ahead).
-    async fn predecessor_gone(&self) -> Result<Gone> {
-        let Some(predecessor) = &self.predecessor else {
-            return Ok(Gone::WhileFirst);
+    /// Resolves once the named predecessor is deleted, saying whether it is known to have
+    /// been first. The name is let go once the watch is set: the predecessor is `Watched`
+    /// from the call on.
+    fn predecessor_gone(&mut self) -> impl Future<Output = Result<Gone>> + '_ {
+        let watching = match std::mem::replace(&mut self.predecessor, Predecessor::Watched) {
+            // Boxed, here and below, so that a waiting future holds only what waiting needs;
+            // made here, so that the name goes into it and is not kept beside it.
+            Predecessor::Named(name) => Some(Box::pin(self.watch(name))),
+            Predecessor::None | Predecessor::Watched => None,
         };
-        // Boxed, here and below, so that a waiting future holds only what waiting needs.
-        let watcher = match Box::pin(self.watch(predecessor)).await {
-            Ok((_, _, watcher)) => watcher,
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(Gone::Unknown),
-            Err(err) => return Err(err),
-        };
-        let event = watcher.changed().await;
-        match event.event_type {
-            EventType::NodeDataChanged => Ok(Gone::WhileFirst),
-            EventType::Session => Err(terminal(event.session_state)),
-            _ => Ok(Gone::Unknown),
+        async move {
+            let Some(watching) = watching else {
+                return Ok(Gone::Unknown);
+            };
+            let watcher = match watching.await {
+                Ok((_, _, watcher)) => watcher,
+                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(Gone::Unknown),
+                Err(err) => return Err(err),
+            };
+            let event = watcher.changed().await;
+            match event.event_type {
+                EventType::NodeDataChanged => Ok(Gone::WhileFirst),
+                EventType::Session => Err(terminal(event.session_state)),
+                _ => Ok(Gone::Unknown),
+            }
         }
     }
 
-    /// Sets a data watch on the sibling node `name`.
-    async fn watch(&self, name: &str) -> Result<(Vec<u8>, Stat, OneshotWatcher)> {
+    /// Sets a data watch on the sibling node `name` (dropped once the watch is set).
+    async fn watch(&self, name: Box<str>) -> Result<(Vec<u8>, Stat, OneshotWatcher)> {
         let client = &self.client;
         let (root, _) = self.root_and_name();
-        let path = path::join(root, name);
+        let path = path::join(root, &name);
         let watched = retry(client, || client.get_and_watch_data(&path)).await;
         if watched.is_ok() {
             debug!(node = %self.node, predecessor = %name, "watching the predecessor");
@@ -540,6 +568,24 @@ impl Drop for Contender {
                 Removal::Node(std::mem::take(&mut self.node), mark),
             );
         }
+    }
+}
+
+/// Who is immediately ahead of a contender.
+#[derive(Debug)]
+enum Predecessor {
+    /// No one: the contender is first.
+    None,
+    /// The contender of this name.
+    Named(Box<str>),
+    /// One that is being watched. A waiting contender keeps no name; if its wait is given
+    /// up before the predecessor goes, the next wait lists the root to learn it again.
+    Watched,
+}
+
+impl Predecessor {
+    fn of(name: Option<&str>) -> Predecessor {
+        name.map_or(Predecessor::None, |name| Predecessor::Named(name.into()))
     }
 }
 

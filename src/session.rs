@@ -3,13 +3,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, info_span, warn, Instrument};
 use zookeeper_client::{Client, SessionState};
 
 use crate::error::{Error, Result};
 use crate::path;
+
+/// How many queue entries (a create and its listing) one session has in flight at once.
+///
+/// A burst of acquisitions would otherwise send all its creates and listings together:
+/// every listing holds the whole queue, and the client's buffers and the entering states
+/// all grow with the burst and stay grown. Sixteen keep the server's pipeline full.
+const ENTRIES_IN_FLIGHT: usize = 16;
 
 /// What happened to the session, as published by [`Session::events`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +167,10 @@ fn unreachable(hosts: &str, reason: String) -> Error {
 /// a receiver always sees the latest state; transitions faster than the receiver looks may
 /// be folded into the last one.
 ///
+/// A session sends at most sixteen queue entries (a create and its listing) at a time;
+/// further acquisitions and joins wait for a turn, so that a burst of thousands does not
+/// hold thousands of listings at once.
+///
 /// Cloning a `Session` is cheap and shares the connection. When the last clone is dropped
 /// (and no guard or candidate of its recipes is left) the ZooKeeper session is closed.
 ///
@@ -191,6 +202,8 @@ struct Inner {
     current: watch::Sender<Current>,
     events: watch::Sender<SessionEvent>,
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// Turns to enter a queue: at most [`ENTRIES_IN_FLIGHT`] at once.
+    entries: Semaphore,
 }
 
 /// The client of the live session, if there is one.
@@ -238,6 +251,7 @@ impl Session {
             current,
             events,
             keeper: std::sync::Mutex::new(None),
+            entries: Semaphore::new(ENTRIES_IN_FLIGHT),
         });
         let keeper = tokio::spawn(keep(Arc::downgrade(&inner), target, client));
         if let Ok(mut slot) = inner.keeper.lock() {
@@ -284,6 +298,24 @@ impl Session {
         }
         self.inner.current.send_replace(Current::Closed);
         self.inner.events.send_replace(SessionEvent::Closed);
+        self.inner.entries.close();
+    }
+
+    /// A turn to enter a queue on this session, waited for while [`ENTRIES_IN_FLIGHT`]
+    /// entries are under way; the entry gives it back once its create and listing are
+    /// answered.
+    ///
+    /// # Notable errors
+    /// * [`Error::Closed`] if the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: turns are handed out in order, and a dropped wait takes none.
+    pub(crate) async fn entry_turn(&self) -> Result<SemaphorePermit<'_>> {
+        self.inner
+            .entries
+            .acquire()
+            .await
+            .map_err(|_| Error::Closed)
     }
 
     /// The client of the live session, without waiting for one.
