@@ -117,14 +117,19 @@ impl LeaderElection {
     pub async fn join(&self) -> Result<Candidate> {
         let span = info_span!("zk.election.join", path = %self.path(), id = %self.id);
         async {
-            let turn = self.session.entry_turn().await?;
-            let client = self.session.live().await?;
-            let contender = self.queue.enter(&client, self.id.as_bytes(), turn).await?;
+            let contender = self.enter().await?;
             info!(node = %contender.node(), ahead = contender.ahead(), "joined");
             Ok(Candidate::start(self.clone(), contender))
         }
         .instrument(span)
         .await
+    }
+
+    /// Enters the queue in this session's turn, on its live session (waiting for one).
+    async fn enter(&self) -> Result<Contender> {
+        let turn = self.session.entry_turn().await?;
+        let client = self.session.live().await?;
+        self.queue.enter(&client, self.id.as_bytes(), turn).await
     }
 
     /// The current leader, if anyone is in the queue; works without joining.
@@ -402,12 +407,7 @@ async fn step(
     let contender = match slot {
         Some(contender) => contender,
         None => {
-            let turn = election.session.entry_turn().await?;
-            let client = election.session.live().await?;
-            let entered = election
-                .queue
-                .enter(&client, election.id.as_bytes(), turn)
-                .await?;
+            let entered = election.enter().await?;
             debug!(node = %entered.node(), "re-joined the queue");
             slot.insert(entered)
         }

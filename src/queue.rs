@@ -337,20 +337,26 @@ impl Contender {
 
     async fn wait_until_first(&mut self) -> Result<()> {
         loop {
-            match self.predecessor {
-                Predecessor::None => return Ok(()),
-                // A wait given up while watching: the predecessor may be there still.
-                Predecessor::Watched => Box::pin(self.look_again()).await?,
-                Predecessor::Named(_) => {
-                    let gone = self.predecessor_gone().await?;
-                    if gone == Gone::WhileFirst || self.predecessor_first {
-                        debug!(node = %self.node, ?gone, "predecessor went while first: handed off");
-                        self.predecessor = Predecessor::None;
-                        self.ahead = 0;
-                    } else {
-                        Box::pin(self.look_again()).await?;
-                    }
+            // `Watched` from here until the predecessor is known to be gone.
+            let name = match std::mem::replace(&mut self.predecessor, Predecessor::Watched) {
+                Predecessor::None => {
+                    self.predecessor = Predecessor::None;
+                    return Ok(());
                 }
+                // A wait given up while watching: the predecessor may be there still.
+                Predecessor::Watched => {
+                    Box::pin(self.look_again()).await?;
+                    continue;
+                }
+                Predecessor::Named(name) => name,
+            };
+            let gone = self.predecessor_gone(name).await?;
+            if gone == Gone::WhileFirst || self.predecessor_first {
+                debug!(node = %self.node, ?gone, "predecessor went while first: handed off");
+                self.predecessor = Predecessor::None;
+                self.ahead = 0;
+            } else {
+                Box::pin(self.look_again()).await?;
             }
         }
     }
@@ -378,20 +384,13 @@ impl Contender {
         Ok(())
     }
 
-    /// Resolves once the named predecessor is deleted, saying whether it is known to have
-    /// been first. The name is let go once the watch is set: the predecessor is `Watched`
-    /// from the call on.
-    fn predecessor_gone(&mut self) -> impl Future<Output = Result<Gone>> + '_ {
-        let watching = match std::mem::replace(&mut self.predecessor, Predecessor::Watched) {
-            // Boxed, here and below, so that a waiting future holds only what waiting needs;
-            // made here, so that the name goes into it and is not kept beside it.
-            Predecessor::Named(name) => Some(Box::pin(self.watch(name))),
-            Predecessor::None | Predecessor::Watched => None,
-        };
+    /// Resolves once the predecessor `name` is deleted, saying whether it is known to have
+    /// been first. The name is let go once the watch is set.
+    fn predecessor_gone(&self, name: Box<str>) -> impl Future<Output = Result<Gone>> + '_ {
+        // Boxed, here and below, so that a waiting future holds only what waiting needs;
+        // made here, so that the name goes into it and is not kept beside it.
+        let watching = Box::pin(self.watch(name));
         async move {
-            let Some(watching) = watching else {
-                return Ok(Gone::Unknown);
-            };
             let watcher = match watching.await {
                 Ok((_, _, watcher)) => watcher,
                 Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(Gone::Unknown),
