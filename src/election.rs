@@ -1,14 +1,19 @@
 //! Leader election: [`LeaderElection`], [`Candidate`], [`Leadership`].
+//!
+//! One leader (master) among the candidates on a path, the rest followers; leadership
+//! passes in order of arrival, and a leader is told as soon as it can no longer trust its
+//! leadership.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::{reconnected, Contender, Loss, Queue};
+use crate::queue::{Contender, Holding, Left, Loss, NodeWatch, Queue, Trust, Turn, Wait, MAX_DATA};
 use crate::session::Session;
 
 /// A candidate's role.
@@ -37,17 +42,24 @@ pub struct Participant {
 /// first in the queue leads; every other candidate watches only its predecessor, so when a
 /// leader goes exactly one follower wakes and leadership passes in queue order.
 ///
+/// * **Taking over.** A follower leads only once its own node is known to exist: one whose
+///   node was deleted by someone joins the queue again, at its end, and never leads on
+///   the old node.
 /// * **Stepping down.** A leader becomes [`Role::Follower`] as soon as its leadership can no
-///   longer be trusted: the session expires, the connection is suspended (see
+///   longer be trusted: the session expires or is closed, the connection is suspended (see
 ///   [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension)),
 ///   or its node is deleted. It never learns of the loss later than the servers could let
 ///   the next candidate lead. After a suspension that the session survived, it leads again
-///   with the same term (its node was first all along, so nobody else led meanwhile).
+///   with the same term once it has seen its node still there (its node was first all
+///   along, so nobody else led meanwhile).
 /// * **Terms.** [`Leadership::term`] is the zxid that created the leader's node: it grows
 ///   with every new leader, a fencing token for what the leader writes.
 /// * **Session expiry.** A candidate re-joins the queue on the new session by default
 ///   ([`LeaderElection::rejoin_after_expiry`]).
 /// * **Leaving.** [`Candidate::resign`] and dropping the candidate delete its node.
+///
+/// The election path's own data holds the queue's hand-off mark: do not keep data of your
+/// own in it.
 ///
 ///
 /// ```no_run
@@ -67,7 +79,7 @@ pub struct Participant {
 pub struct LeaderElection {
     session: Session,
     queue: Queue,
-    id: String,
+    id: Arc<str>,
     rejoin: bool,
 }
 
@@ -75,8 +87,9 @@ impl LeaderElection {
     /// An election on `path` in which this process takes part as `id`.
     ///
     /// # Notable errors
-    /// * [`Error::InvalidPath`] if `path` is malformed.
-    /// * [`Error::InvalidArgument`] if `id` is empty.
+    /// * [`Error::InvalidPath`] if `path` is malformed or too long.
+    /// * [`Error::InvalidArgument`] if `id` is empty or larger than ZooKeeper accepts in a
+    ///   node (960 KiB here).
     ///
     /// Nothing is sent to ZooKeeper.
     pub fn new(session: &Session, path: &str, id: impl Into<String>) -> Result<LeaderElection> {
@@ -84,10 +97,16 @@ impl LeaderElection {
         if id.is_empty() {
             return Err(Error::InvalidArgument("participant id is empty".into()));
         }
+        if id.len() > MAX_DATA {
+            return Err(Error::InvalidArgument(format!(
+                "participant id is {} bytes; a node holds at most {MAX_DATA}",
+                id.len()
+            )));
+        }
         Ok(LeaderElection {
             session: session.clone(),
-            queue: Queue::new(path, "latch-", false)?,
-            id,
+            queue: Queue::new(path, "latch-")?,
+            id: id.into(),
             rejoin: true,
         })
     }
@@ -118,24 +137,26 @@ impl LeaderElection {
         let span = info_span!("zk.election.join", path = %self.path(), id = %self.id);
         async {
             let contender = self.enter().await?;
-            info!(node = %contender.node(), ahead = contender.ahead(), "joined");
+            info!(node = %contender.node(), "joined");
             Ok(Candidate::start(self.clone(), contender))
         }
         .instrument(span)
         .await
     }
 
-    /// Enters the queue in this session's turn, on its live session (waiting for one).
+    /// Enters the queue on the live session (waiting for one).
     async fn enter(&self) -> Result<Contender> {
-        let turn = self.session.entry_turn().await?;
-        let client = self.session.live().await?;
-        self.queue.enter(&client, self.id.as_bytes(), turn).await
+        let entered = self
+            .queue
+            .enter(&self.session, self.id.as_bytes(), Wait::Forever);
+        entered.await?.ok_or(Error::Closed)
     }
 
     /// The current leader, if anyone is in the queue; works without joining.
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::ConnectionLoss`] at once if the connection is down: it does not wait.
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -148,12 +169,17 @@ impl LeaderElection {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::ConnectionLoss`] at once if the connection is down: it does not wait.
     ///
     /// # Cancel safety
     /// Cancel safe.
     pub async fn participants(&self) -> Result<Vec<Participant>> {
-        let client = self.session.live().await?;
-        let contenders = self.queue.contenders(&client).await?;
+        let span = info_span!("zk.election.participants", path = %self.path());
+        let contenders = self
+            .queue
+            .contenders(&self.session)
+            .instrument(span)
+            .await?;
         Ok(contenders
             .into_iter()
             .map(|(name, data)| Participant {
@@ -187,7 +213,7 @@ impl LeaderElection {
                 loss = leadership.lost() => warn!(term, ?loss, "leadership lost while leading"),
             }
             match candidate.resign().await {
-                Ok(()) | Err(Error::LockLost { .. }) => {}
+                Ok(()) | Err(Error::LockLost { .. } | Error::ConnectionLoss) => {}
                 Err(err) => return Err(err),
             }
         }
@@ -202,38 +228,48 @@ enum Campaign {
     Ended(Error),
 }
 
+impl Campaign {
+    /// The role this state means: leading while the leadership is trusted.
+    fn role(&self) -> Role {
+        match self {
+            Campaign::Leading(leadership) if !leadership.is_lost() => Role::Leader,
+            _ => Role::Follower,
+        }
+    }
+}
+
 /// A member of an election; leaves the queue when dropped (in the background).
 #[derive(Debug)]
 pub struct Candidate {
-    roles: watch::Receiver<Role>,
     campaign: watch::Receiver<Campaign>,
+    roles: watch::Receiver<Role>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<()>>>,
 }
 
 impl Candidate {
     fn start(election: LeaderElection, contender: Contender) -> Candidate {
-        let (roles_tx, roles) = watch::channel(Role::Follower);
         let (campaign_tx, campaign) = watch::channel(Campaign::Following);
+        let (roles_tx, roles) = watch::channel(Role::Follower);
         let (stop, stopped) = oneshot::channel();
         let span = info_span!("zk.election.candidate", path = %election.path(), id = %election.id);
         let report = Report {
-            roles: roles_tx,
             campaign: campaign_tx,
+            roles: roles_tx,
         };
         let task =
             tokio::spawn(self::campaign(election, contender, report, stopped).instrument(span));
         Candidate {
-            roles,
             campaign,
+            roles,
             stop: Some(stop),
             task: Some(task),
         }
     }
 
-    /// The current role.
+    /// The current role: [`Role::Leader`] only while the leadership is trusted.
     pub fn role(&self) -> Role {
-        *self.roles.borrow()
+        self.campaign.borrow().role()
     }
 
     /// The role as it changes.
@@ -271,8 +307,8 @@ impl Candidate {
     ///
     /// # Notable errors
     /// * [`Error::LockLost`] if the node was already gone (session expired, deleted).
-    /// * [`Error::ConnectionLoss`] if the delete's outcome is unknown; it is retried in
-    ///   the background.
+    /// * [`Error::ConnectionLoss`] at once if the connection is down; the node is deleted
+    ///   in the background.
     ///
     /// # Cancel safety
     /// Cancel safe: the node is deleted in the background.
@@ -299,8 +335,8 @@ impl Drop for Candidate {
 #[derive(Clone, Debug)]
 pub struct Leadership {
     term: u64,
-    node: String,
-    loss: watch::Receiver<Option<Loss>>,
+    node: Arc<str>,
+    trust: Trust,
 }
 
 impl Leadership {
@@ -317,7 +353,7 @@ impl Leadership {
 
     /// Whether the leadership can no longer be trusted.
     pub fn is_lost(&self) -> bool {
-        self.loss.borrow().is_some() || self.loss.has_changed().is_err()
+        self.trust.is_lost()
     }
 
     /// Resolves once the leadership can no longer be trusted; says why.
@@ -325,20 +361,20 @@ impl Leadership {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(&self) -> Loss {
-        let mut loss = self.loss.clone();
-        let seen = loss.wait_for(Option::is_some).await.map(|loss| *loss);
-        seen.ok().flatten().unwrap_or(Loss::Closed)
+        self.trust.lost().await
     }
 }
 
-/// The campaign's outlets.
+/// Where a campaign publishes: the campaign, and the role derived from it.
 struct Report {
-    roles: watch::Sender<Role>,
     campaign: watch::Sender<Campaign>,
+    roles: watch::Sender<Role>,
 }
 
 impl Report {
-    fn role(&self, role: Role) {
+    fn publish(&self, campaign: Campaign) {
+        let role = campaign.role();
+        self.campaign.send_replace(campaign);
         self.roles.send_if_modified(|current| {
             let changed = *current != role;
             *current = role;
@@ -347,131 +383,128 @@ impl Report {
     }
 }
 
-/// Follows and leads until stopped; then leaves the queue (`Error::LockLost` if the node
-/// was already gone).
+/// A candidate's place in the election, between the steps of its campaign.
+enum Seat {
+    /// Out of the queue: joins at the next step.
+    Out,
+    /// In the queue, waiting to lead.
+    Queued(Contender),
+    /// Led until its connection was suspended; leads again if its node is still there.
+    Cut(Contender),
+    /// Leading.
+    Leading(Holding),
+}
+
+/// Follows and leads until stopped (then leaves the queue) or an error ends it.
 async fn campaign(
     election: LeaderElection,
     contender: Contender,
     report: Report,
-    stopped: oneshot::Receiver<()>,
+    mut stopped: oneshot::Receiver<()>,
 ) -> Result<()> {
-    let mut slot = Some(contender);
-    let ended = tokio::select! {
-        err = follow_and_lead(&election, &mut slot, &report) => Some(err),
-        _ = stopped => None,
-    };
-    report.role(Role::Follower);
-    if let Some(err) = ended {
-        warn!(%err, "campaign ended");
-        report.campaign.send_replace(Campaign::Ended(err.clone()));
-        return Err(err);
-    }
-    report.campaign.send_replace(Campaign::Ended(Error::Closed));
-    let Some(contender) = slot else {
-        return Ok(());
-    };
-    let node = contender.node().to_owned();
-    match contender.leave().await? {
-        true => {
-            info!(%node, "resigned");
-            Ok(())
-        }
-        false => Err(Error::LockLost { node }),
-    }
-}
-
-/// The campaign proper; returns only with the error that ends it.
-async fn follow_and_lead(
-    election: &LeaderElection,
-    slot: &mut Option<Contender>,
-    report: &Report,
-) -> Error {
-    loop {
-        if let Err(err) = step(election, slot, report).await {
-            match err {
-                Error::SessionExpired if election.rejoin => {
-                    warn!("session expired; joining again on the new session")
+    let mut seat = Seat::Queued(contender);
+    let ended = loop {
+        tokio::select! {
+            stepped = step(&election, &mut seat, &report) => {
+                if let Err(err) = stepped {
+                    break Err(err);
                 }
-                err => return err,
             }
-        }
-    }
-}
-
-/// One turn: enter the queue if out of it, wait to be first, lead until the loss.
-async fn step(
-    election: &LeaderElection,
-    slot: &mut Option<Contender>,
-    report: &Report,
-) -> Result<()> {
-    let contender = match slot {
-        Some(contender) => contender,
-        None => {
-            let entered = election.enter().await?;
-            debug!(node = %entered.node(), "re-joined the queue");
-            slot.insert(entered)
+            _ = &mut stopped => break Ok(()),
         }
     };
-    match contender.wait_first(None).await {
-        Ok(_) => {}
-        Err(Error::LockLost { node }) => {
-            warn!(%node, "our node was deleted while we waited; joining again");
-            forget(slot);
-            return Ok(());
-        }
-        Err(err) => {
-            if matches!(err, Error::SessionExpired) {
-                forget(slot);
-            }
-            return Err(err);
-        }
-    }
-    let loss = lead(contender, election.session.tolerates_suspension(), report).await;
-    match loss {
-        Loss::Suspended => {
-            if let Err(err) = reconnected(contender.client()).await {
-                forget(slot);
-                return Err(err);
-            }
-            Ok(())
-        }
-        Loss::NodeDeleted => {
-            forget(slot);
-            Ok(())
-        }
-        Loss::SessionExpired => {
-            forget(slot);
-            Err(Error::SessionExpired)
-        }
-        Loss::Closed => Err(Error::Closed),
-    }
+    report.publish(Campaign::Ended(match &ended {
+        Ok(()) => Error::Closed,
+        Err(err) => err.clone(),
+    }));
+    ended?;
+    seat.leave().await
 }
 
-/// Forgets a node that went with its session (or was deleted).
-fn forget(slot: &mut Option<Contender>) {
-    if let Some(contender) = slot.take() {
-        contender.disown();
+/// One step of a campaign: join, wait to lead, or lead until the leadership is lost.
+///
+/// # Cancel safety
+/// Cancel safe: the seat keeps what was reached.
+async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Result<()> {
+    match seat {
+        Seat::Out => {
+            let joined = election.enter().await?;
+            info!(node = %joined.node(), "joined again");
+            *seat = Seat::Queued(joined);
+        }
+        Seat::Queued(contender) | Seat::Cut(contender) => {
+            let turn = match contender.is_first() {
+                true => contender.still_first().await?,
+                false => contender.wait_first(Wait::Forever).await?,
+            };
+            match turn {
+                Turn::First => seat.lead(report),
+                Turn::Late | Turn::Evicted => *seat = Seat::Out,
+                Turn::Expired if election.rejoin => *seat = Seat::Out,
+                Turn::Expired => return Err(Error::SessionExpired),
+            }
+        }
+        Seat::Leading(holding) => {
+            let loss = holding.trust().lost().await;
+            report.publish(Campaign::Following);
+            warn!(?loss, "stepped down");
+            match loss {
+                // The session may have survived: keep the node, and look at it once back.
+                Loss::Suspended => seat.step_down(true),
+                Loss::NodeDeleted => seat.step_down(false),
+                Loss::SessionExpired if election.rejoin => seat.step_down(false),
+                Loss::SessionExpired => return Err(Error::SessionExpired),
+                Loss::Closed => return Err(Error::Closed),
+            }
+        }
     }
+    Ok(())
 }
 
-/// Leads until the leadership is lost; returns why.
-async fn lead(contender: &Contender, tolerate_suspension: bool, report: &Report) -> Loss {
-    let (lose, loss) = watch::channel(None);
-    let leadership = Leadership {
-        term: u64::try_from(contender.czxid()).unwrap_or_default(),
-        node: contender.node().to_owned(),
-        loss,
-    };
-    info!(term = leadership.term, node = %leadership.node, "leading");
-    report.campaign.send_replace(Campaign::Leading(leadership));
-    report.role(Role::Leader);
-    let lost = contender
-        .probe()
-        .lost(tolerate_suspension, std::future::ready(()))
-        .await;
-    report.role(Role::Follower);
-    lose.send_replace(Some(lost));
-    report.campaign.send_replace(Campaign::Following);
-    warn!(loss = ?lost, "stepped down");
-    lost
+impl Seat {
+    /// From waiting to leading: the contender is first, with its node known to exist.
+    fn lead(&mut self, report: &Report) {
+        let (Seat::Queued(contender) | Seat::Cut(contender)) = std::mem::replace(self, Seat::Out)
+        else {
+            return;
+        };
+        let holding = Holding::start(contender, NodeWatch::Now);
+        let leadership = Leadership {
+            term: holding.token(),
+            node: holding.node().into(),
+            trust: holding.trust().clone(),
+        };
+        info!(term = leadership.term, node = %leadership.node, "leading");
+        report.publish(Campaign::Leading(leadership));
+        *self = Seat::Leading(holding);
+    }
+
+    /// From leading to cut off (`keep`: the node may still be there) or out of the queue.
+    fn step_down(&mut self, keep: bool) {
+        let Seat::Leading(holding) = std::mem::replace(self, Seat::Out) else {
+            return;
+        };
+        match (holding.into_contender(), keep) {
+            (Some(contender), true) => *self = Seat::Cut(contender),
+            (Some(contender), false) => contender.disown(),
+            (None, _) => {}
+        }
+    }
+
+    /// Leaves the election: deletes the node, whatever the seat.
+    async fn leave(self) -> Result<()> {
+        let contender = match self {
+            Seat::Out => return Ok(()),
+            Seat::Leading(holding) => return holding.release().await,
+            Seat::Queued(contender) | Seat::Cut(contender) => contender,
+        };
+        let node = contender.node().to_owned();
+        match contender.leave().await? {
+            Left::Deleted => {
+                info!(%node, "resigned");
+                Ok(())
+            }
+            Left::AlreadyGone => Err(Error::LockLost { node }),
+        }
+    }
 }

@@ -4,7 +4,8 @@
 //! ([`Error::InvalidPath`], [`Error::InvalidArgument`], [`Error::InvalidConnectString`]),
 //! fix the ensemble's configuration ([`Error::NoAuth`], [`Error::EphemeralParent`]),
 //! try again later ([`Error::Unreachable`], [`Error::ConnectionLoss`],
-//! [`Error::SessionExpired`]), or stop ([`Error::Closed`], [`Error::LockLost`]).
+//! [`Error::SessionExpired`]), or stop ([`Error::Closed`], [`Error::LockLost`]). Each
+//! variant has one meaning; none is used inside the crate to steer its own retries.
 
 /// Errors returned by zk-recipes.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -56,8 +57,11 @@ pub enum Error {
         path: String,
     },
 
-    /// The connection was lost while the operation was in flight; whether it took effect is
-    /// unknown. The session may still be alive: retry.
+    /// The connection is down, or broke while the operation was in flight (then whether it
+    /// took effect is unknown). The session may still be alive: retry. Operations that
+    /// never wait ([`Mutex::try_lock`](crate::Mutex::try_lock), observers, releases) return
+    /// it at once instead of waiting for the connection; a release then finishes in the
+    /// background.
     #[error("connection to ZooKeeper lost; the outcome of the operation is unknown")]
     ConnectionLoss,
 
@@ -66,8 +70,9 @@ pub enum Error {
     #[error("ZooKeeper session expired")]
     SessionExpired,
 
-    /// The lock (or leadership) was already lost when it was released: the session expired,
-    /// the connection was suspended, or the node was deleted. Nothing was deleted.
+    /// A release found the lock (or leadership) already lost: the session had expired or
+    /// was suspended, or the node had been deleted. Nothing of anyone else's was touched;
+    /// the node, if it was still there, was deleted all the same.
     #[error("lock on {node:?} was already lost")]
     LockLost {
         /// The node that held the lock.

@@ -3,7 +3,8 @@
 //! * [`Mutex`]: a distributed lock on ephemeral-sequential znodes. Waiters queue in order of
 //!   arrival and each watches only its predecessor, so a release wakes one waiter, not all
 //!   (no herd effect). Blocking, non-blocking and bounded-wait acquisition; fencing tokens;
-//!   a guard that learns when its lock is lost; cancellation that never leaks a node.
+//!   a guard that learns when its lock is lost; cancellation that never leaks a node. Tasks
+//!   sharing one `Mutex` exclude each other as processes do.
 //! * [`LeaderElection`]: master/follower roles on the same queue.
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!

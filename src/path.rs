@@ -3,10 +3,15 @@
 //! A recipe root must be an absolute ZooKeeper path that the server would accept: it starts
 //! with `/`, has no empty, `.` or `..` component, no trailing `/`, and no character ZooKeeper
 //! rejects (NUL, control characters, the surrogate and private-use range, `U+FFF0`–`U+FFFF`).
-//! The root `/` itself and the reserved `/zookeeper` subtree are refused as recipe roots.
-//! Validation happens before any request is sent.
+//! The root `/` itself and the reserved `/zookeeper` subtree are refused as recipe roots,
+//! and so is a root longer than [`MAX_LEN`] bytes (a request carrying it would come near the
+//! servers' 1 MiB request limit, and they drop a connection that exceeds it). Validation
+//! happens before any request is sent.
 
 use crate::error::{Error, Result};
+
+/// The longest recipe root accepted, in bytes.
+pub(crate) const MAX_LEN: usize = 32 * 1024;
 
 /// Checks that `path` can be the root of a recipe; returns it unchanged.
 pub(crate) fn validate_root(path: &str) -> Result<&str> {
@@ -25,6 +30,9 @@ fn reason(path: &str) -> Option<&'static str> {
     }
     if !path.starts_with('/') {
         return Some("path must be absolute (start with '/')");
+    }
+    if path.len() > MAX_LEN {
+        return Some("path is longer than 32 KiB");
     }
     if path == "/" {
         return Some("the root node cannot be a recipe root");
@@ -101,6 +109,7 @@ mod tests {
         assert!(rejected("/").contains("root node"));
         assert!(rejected("/zookeeper").contains("reserved"));
         assert!(rejected("/zookeeper/quota").contains("reserved"));
+        assert!(rejected(&format!("/{}", "a".repeat(MAX_LEN))).contains("longer"));
     }
 
     #[test]

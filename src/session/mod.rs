@@ -1,15 +1,20 @@
 //! The ZooKeeper session: [`Session`], [`SessionBuilder`], [`SessionEvent`].
 
-use std::sync::Arc;
+mod builder;
+mod connection;
+
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::{watch, Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
 
+pub use builder::SessionBuilder;
+pub(crate) use connection::{connected_now, connection_lost, reconnected, retry, terminal};
+
 use crate::error::{Error, Result};
-use crate::path;
 
 /// How many queue entries (a create and its listing) one session has in flight at once.
 ///
@@ -34,127 +39,6 @@ pub enum SessionEvent {
     Closed,
 }
 
-/// Configures and connects a [`Session`]; made by [`Session::builder`].
-#[derive(Clone, Debug)]
-pub struct SessionBuilder {
-    session_timeout: Duration,
-    connection_timeout: Duration,
-    chroot: Option<String>,
-    tolerate_suspension: bool,
-}
-
-impl Default for SessionBuilder {
-    fn default() -> Self {
-        SessionBuilder {
-            session_timeout: Duration::from_secs(10),
-            connection_timeout: Duration::from_secs(10),
-            chroot: None,
-            tolerate_suspension: false,
-        }
-    }
-}
-
-impl SessionBuilder {
-    /// The session timeout to ask the servers for (they clamp it to their own bounds).
-    /// Default: 10 s.
-    pub fn session_timeout(mut self, timeout: Duration) -> Self {
-        self.session_timeout = timeout;
-        self
-    }
-
-    /// How long [`connect`](Self::connect) may try before it gives up with
-    /// [`Error::Unreachable`]. Default: 10 s.
-    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
-        self.connection_timeout = timeout;
-        self
-    }
-
-    /// Runs every path of this session under `chroot` (which must exist on the servers).
-    pub fn chroot(mut self, chroot: impl Into<String>) -> Self {
-        self.chroot = Some(chroot.into());
-        self
-    }
-
-    /// Whether a suspended connection (disconnected, session maybe alive) leaves held locks
-    /// and leaderships trusted for a while.
-    ///
-    /// Default `false`: suspension counts as loss at once, the only choice that is safe when
-    /// the network, not a server, failed. With `true`, loss is declared only if the
-    /// connection is not back within a third of the negotiated session timeout: the client
-    /// notices a silent connection after about two fifths of it, and the servers may expire
-    /// the session once the whole timeout has passed since they last heard from it.
-    pub fn tolerate_suspension(mut self, tolerate: bool) -> Self {
-        self.tolerate_suspension = tolerate;
-        self
-    }
-
-    /// Connects to `hosts` (`"host:port,host:port"`).
-    ///
-    /// # Notable errors
-    /// * [`Error::InvalidConnectString`] if `hosts` cannot be parsed.
-    /// * [`Error::InvalidPath`] if the chroot is malformed.
-    /// * [`Error::Unreachable`] if no session was established within the connection timeout.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future abandons the attempt and leaves no session behind.
-    pub async fn connect(self, hosts: &str) -> Result<Session> {
-        let target = self.target(hosts)?;
-        let span = info_span!("zk.connect", hosts = %target);
-        async move {
-            let client = self.connect_once(&target).await?;
-            info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
-            Ok(Session::start(self, target, client))
-        }
-        .instrument(span)
-        .await
-    }
-
-    /// The connect string with the chroot appended.
-    fn target(&self, hosts: &str) -> Result<String> {
-        if hosts.trim().is_empty() {
-            return Err(invalid_hosts(hosts, "empty connect string"));
-        }
-        if hosts.contains('/') && self.chroot.is_some() {
-            return Err(invalid_hosts(hosts, "chroot given twice"));
-        }
-        match &self.chroot {
-            Some(chroot) => Ok(format!("{hosts}{}", path::validate_root(chroot)?)),
-            None => Ok(hosts.to_owned()),
-        }
-    }
-
-    async fn connect_once(&self, target: &str) -> Result<Client> {
-        let connecting = Client::connector()
-            .with_session_timeout(self.session_timeout)
-            .connect(target);
-        match tokio::time::timeout(self.connection_timeout, connecting).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(zookeeper_client::Error::BadArguments(reason))) => {
-                Err(invalid_hosts(target, reason))
-            }
-            Ok(Err(err)) => Err(unreachable(target, err.to_string())),
-            Err(_) => Err(unreachable(
-                target,
-                format!("no session within {:?}", self.connection_timeout),
-            )),
-        }
-    }
-}
-
-fn invalid_hosts(hosts: &str, reason: &str) -> Error {
-    Error::InvalidConnectString {
-        hosts: hosts.to_owned(),
-        reason: reason.to_owned(),
-    }
-}
-
-fn unreachable(hosts: &str, reason: String) -> Error {
-    Error::Unreachable {
-        hosts: hosts.to_owned(),
-        reason,
-    }
-}
-
 /// A ZooKeeper session that outlives expiry.
 ///
 /// [`Session`] owns a `zookeeper-client` [`Client`] and watches its state. While the client
@@ -167,12 +51,9 @@ fn unreachable(hosts: &str, reason: String) -> Error {
 /// a receiver always sees the latest state; transitions faster than the receiver looks may
 /// be folded into the last one.
 ///
-/// A session sends at most sixteen queue entries (a create and its listing) at a time;
-/// further acquisitions and joins wait for a turn, so that a burst of thousands does not
-/// hold thousands of listings at once.
-///
-/// Cloning a `Session` is cheap and shares the connection. When the last clone is dropped
-/// (and no guard or candidate of its recipes is left) the ZooKeeper session is closed.
+/// Cloning a `Session` is cheap and shares the connection. The ZooKeeper session ends when
+/// [`close`](Self::close) is called, or when the last clone and the last guard or candidate
+/// of its recipes are gone.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), zk_recipes::Error> {
@@ -206,9 +87,11 @@ struct Inner {
     entries: Semaphore,
 }
 
-/// The client of the live session, if there is one.
+/// The client of the live session, if there is one. This is the only lasting strong
+/// reference to a client inside the crate (recipes keep `Weak` ones), so replacing it
+/// ends the ZooKeeper session once requests in flight are answered.
 #[derive(Clone, Debug)]
-pub(crate) enum Current {
+enum Current {
     Live(Arc<Client>),
     Renewing,
     Closed,
@@ -241,8 +124,6 @@ impl Session {
     }
 
     fn start(builder: SessionBuilder, target: String, client: Client) -> Session {
-        // Shared, not cloned: a `Client` clone is 112 bytes and a heap allocation, and every
-        // waiting contender keeps one.
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
@@ -253,7 +134,11 @@ impl Session {
             keeper: std::sync::Mutex::new(None),
             entries: Semaphore::new(ENTRIES_IN_FLIGHT),
         });
-        let keeper = tokio::spawn(keep(Arc::downgrade(&inner), target, client));
+        let keeper = tokio::spawn(keep(
+            Arc::downgrade(&inner),
+            target,
+            Arc::downgrade(&client),
+        ));
         if let Ok(mut slot) = inner.keeper.lock() {
             *slot = Some(keeper);
         }
@@ -267,6 +152,9 @@ impl Session {
 
     /// The `zookeeper-client` client of the live session, for operations the recipes do not
     /// cover; `None` while a new session is being made or after [`close`](Self::close).
+    ///
+    /// A clone you keep keeps the ZooKeeper session open after [`close`](Self::close)
+    /// (its nodes stay until the clone is dropped): drop it when done.
     pub fn client(&self) -> Option<Client> {
         match &*self.inner.current.borrow() {
             Current::Live(client) => Some(Client::clone(client)),
@@ -280,13 +168,15 @@ impl Session {
         self.inner.builder.session_timeout
     }
 
-    pub(crate) fn tolerates_suspension(&self) -> bool {
-        self.inner.builder.tolerate_suspension
-    }
-
-    /// Closes the session: publishes [`SessionEvent::Closed`], stops renewing, and lets the
-    /// ZooKeeper session end once the guards and candidates still holding it are gone.
-    /// Recipes of this session fail with [`Error::Closed`] from then on.
+    /// Closes the session: publishes [`SessionEvent::Closed`], stops renewing, and ends the
+    /// ZooKeeper session, so that its nodes go. Waiting acquisitions and joins fail with
+    /// [`Error::Closed`], held locks and leaderships are lost with
+    /// [`Loss::Closed`](crate::Loss::Closed), and recipes of this session fail with
+    /// [`Error::Closed`] from then on.
+    ///
+    /// The ZooKeeper session ends as soon as requests in flight are answered (at once while
+    /// connected; while the connection is down, when the servers expire it), unless a
+    /// [`Client`] taken with [`client`](Self::client) is still kept.
     ///
     /// # Cancel safety
     /// Not async; takes effect at once.
@@ -299,6 +189,34 @@ impl Session {
         self.inner.current.send_replace(Current::Closed);
         self.inner.events.send_replace(SessionEvent::Closed);
         self.inner.entries.close();
+    }
+
+    /// Resolves once the session is closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn closed(&self) {
+        let mut current = self.inner.current.subscribe();
+        while !matches!(*current.borrow_and_update(), Current::Closed) {
+            if current.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The error for a client of this session that is gone: [`Error::Closed`] after
+    /// [`close`](Self::close), else [`Error::SessionExpired`] (it was replaced).
+    pub(crate) fn ended(&self) -> Error {
+        match &*self.inner.current.borrow() {
+            Current::Closed => Error::Closed,
+            Current::Live(_) | Current::Renewing => Error::SessionExpired,
+        }
+    }
+
+    /// How long a suspended connection of `client` is tolerated before what it holds counts
+    /// as lost; `None`: not at all (see [`SessionBuilder::tolerate_suspension`]).
+    pub(crate) fn tolerated(&self, client: &Client) -> Option<Duration> {
+        self.inner.builder.tolerated(client.session_timeout())
     }
 
     /// A turn to enter a queue on this session, waited for while [`ENTRIES_IN_FLIGHT`]
@@ -318,16 +236,24 @@ impl Session {
             .map_err(|_| Error::Closed)
     }
 
-    /// The client of the live session, without waiting for one.
-    pub(crate) fn live_now(&self) -> Result<Arc<Client>> {
+    /// The client of the live session if it is connected now; never waits.
+    ///
+    /// # Notable errors
+    /// * [`Error::ConnectionLoss`] if the connection is down (the session may be alive).
+    /// * [`Error::SessionExpired`] while a new session is being made.
+    /// * [`Error::Closed`] after [`close`](Self::close).
+    pub(crate) fn connected(&self) -> Result<Arc<Client>> {
         match &*self.inner.current.borrow() {
-            Current::Live(client) if !client.state().is_terminated() => Ok(client.clone()),
-            Current::Live(_) | Current::Renewing => Err(Error::SessionExpired),
+            Current::Live(client) => connected_now(client).map(|()| client.clone()),
+            Current::Renewing => Err(Error::SessionExpired),
             Current::Closed => Err(Error::Closed),
         }
     }
 
     /// The client of the live session, waiting while a new session is being made.
+    ///
+    /// # Notable errors
+    /// * [`Error::Closed`] after [`close`](Self::close).
     ///
     /// # Cancel safety
     /// Cancel safe; wrap it in the caller's own bound.
@@ -350,10 +276,17 @@ impl Session {
 }
 
 /// Publishes the client's state changes and renews the session after expiry, until the
-/// session is closed or every `Session` clone is gone.
-async fn keep(inner: std::sync::Weak<Inner>, target: String, mut client: Arc<Client>) {
+/// session is closed or every `Session` clone is gone. Keeps only weak references, so that
+/// replacing [`Current`] is what ends a session.
+async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>) {
     loop {
-        let ended = follow(&inner, &client).await;
+        let Some(states) = client
+            .upgrade()
+            .map(|client| (client.state_watcher(), client.session_id()))
+        else {
+            return;
+        };
+        let ended = follow(&inner, states).await;
         let Some(session) = inner.upgrade() else {
             return;
         };
@@ -366,19 +299,21 @@ async fn keep(inner: std::sync::Weak<Inner>, target: String, mut client: Arc<Cli
         session.events.send_replace(SessionEvent::Expired);
         let builder = session.builder.clone();
         drop(session);
-        client = Arc::new(renew(&builder, &target).await);
+        let renewed = Arc::new(renew(&builder, &target).await);
         let Some(session) = inner.upgrade() else {
             return;
         };
-        session.current.send_replace(Current::Live(client.clone()));
+        client = Arc::downgrade(&renewed);
+        session.current.send_replace(Current::Live(renewed));
         session.events.send_replace(SessionEvent::Connected);
     }
 }
 
 /// Publishes Suspended / Reconnected until the client reaches a terminal state; returns it.
-async fn follow(inner: &std::sync::Weak<Inner>, client: &Client) -> SessionState {
-    let mut states = client.state_watcher();
-    let session_id = client.session_id();
+async fn follow(
+    inner: &Weak<Inner>,
+    (mut states, session_id): (zookeeper_client::StateWatcher, zookeeper_client::SessionId),
+) -> SessionState {
     // The client may have left the connected state before this task first ran (a loaded
     // machine): start from the state it is in, not from its next change.
     let mut state = states.state();

@@ -1,0 +1,259 @@
+//! Entering the queue: create ‖ list in one round trip, the root made on first use, and a
+//! create whose reply was lost found again by its uuid.
+
+use std::fmt::Write as _;
+use std::pin::pin;
+use std::sync::Arc;
+
+use tokio::sync::SemaphorePermit;
+use tracing::debug;
+use uuid::Uuid;
+use zookeeper_client::{Acls, Client, CreateMode, CreateOptions};
+
+use super::leaving::{spawn_removal, Removal};
+use super::order::{sequence, Ahead, SEQUENCE_DIGITS};
+use super::{Contender, Place, Queue, Wait};
+use crate::error::{outcome_unknown, Error, Result};
+use crate::path;
+use crate::session::{reconnected, retry, Session};
+
+const CONTENDER: CreateOptions<'static> =
+    CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+
+/// Every contender ahead keeps a mutex contender (or a leader candidate) from holding.
+pub(super) fn every(_: &str) -> bool {
+    true
+}
+
+impl Queue {
+    /// Enters the queue with a node holding `data`, in the session's turn and on its live
+    /// session, creating the root (and its missing parents, as container nodes) on first
+    /// use; `None` if `wait`'s deadline passed first.
+    ///
+    /// A session that expires meanwhile is waited out: the contender enters on the new one.
+    /// With [`Wait::Never`] nothing waits for a connection or a new session: it fails with
+    /// [`Error::ConnectionLoss`] (or [`Error::SessionExpired`]) at once instead.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the root's ACL (or a parent's) denies creating nodes.
+    /// * [`Error::EphemeralParent`] if the root lies under an ephemeral node.
+    /// * [`Error::Closed`] if the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a node whose create was sent is deleted in the background, found by its
+    /// uuid if the reply never came.
+    pub(crate) async fn enter(
+        &self,
+        session: &Session,
+        data: &[u8],
+        wait: Wait,
+    ) -> Result<Option<Contender>> {
+        let entering = pin!(async {
+            loop {
+                let turn = session.entry_turn().await?;
+                let client = match wait {
+                    Wait::Never => session.connected()?,
+                    Wait::Until(_) | Wait::Forever => session.live().await?,
+                };
+                // Boxed: a waiting contender need not keep room for the entering state.
+                match Box::pin(self.create(session, client, data, turn, wait)).await {
+                    Err(Error::SessionExpired) if !wait.is_never() => {
+                        debug!("session expired while entering; entering on the new one");
+                    }
+                    entered => return entered,
+                }
+            }
+        });
+        wait.bound(entering).await
+    }
+
+    /// Creates the node and lists the root back to back, until the node is made.
+    async fn create(
+        &self,
+        session: &Session,
+        client: Arc<Client>,
+        data: &[u8],
+        turn: SemaphorePermit<'_>,
+        wait: Wait,
+    ) -> Result<Contender> {
+        let mut turn = Some(turn);
+        let mut creating = Creating::new(session, client, &self.root);
+        let client = creating.client.clone();
+        let mut made_root = false;
+        loop {
+            let mut node = creating.prefix(self.name);
+            // Sent back to back: the listing already holds the new node.
+            let create = client.create(&node, data, &CONTENDER);
+            let list = client.list_children(&self.root);
+            let created = create.await;
+            let listed = list.await;
+            drop(turn.take());
+            match created {
+                Ok((stat, seq)) => {
+                    // No allocation: the prefix left room for the sequence number.
+                    let _ = write!(node, "{seq}");
+                    let children = match listed {
+                        Ok(children) => children,
+                        Err(_) => self.list(&client).await?,
+                    };
+                    if let Some(contender) = creating.contender(node, stat.czxid, &children) {
+                        return Ok(contender);
+                    }
+                }
+                Err(zookeeper_client::Error::NoNode) if !made_root => {
+                    made_root = true;
+                    self.make_root(&client).await?;
+                }
+                Err(err) if outcome_unknown(&err) && !wait.is_never() => {
+                    if let Some(contender) = creating.recover(self).await? {
+                        return Ok(contender);
+                    }
+                }
+                Err(err) => return Err(Error::at(&self.root, err)),
+            }
+        }
+    }
+
+    /// Creates the root and its missing parents as container nodes.
+    async fn make_root(&self, client: &Client) -> Result<()> {
+        const OPTIONS: CreateOptions<'static> = CreateMode::Container.with_acls(Acls::anyone_all());
+        debug!(root = %self.root, "creating the recipe root");
+        retry(client, || client.mkdir(&self.root, &OPTIONS))
+            .await
+            .map_err(|err| match err {
+                Error::ZooKeeper(zookeeper_client::Error::NoNode) => Error::InvalidPath {
+                    path: self.root.to_string(),
+                    reason: "the session's chroot does not exist",
+                },
+                err => err.at_root(&self.root),
+            })
+    }
+}
+
+/// A create in flight: deletes whatever it may have created unless it became a contender.
+struct Creating {
+    session: Session,
+    client: Arc<Client>,
+    root: Arc<str>,
+    uuid: Uuid,
+    armed: bool,
+}
+
+impl Creating {
+    fn new(session: &Session, client: Arc<Client>, root: &Arc<str>) -> Creating {
+        Creating {
+            session: session.clone(),
+            client,
+            root: root.clone(),
+            uuid: Uuid::new_v4(),
+            armed: true,
+        }
+    }
+
+    /// `ROOT/_c_<uuid>-<name>`, with room for the sequence number the server appends: the
+    /// node's path, allocated once and before the wait.
+    fn prefix(&self, name: &str) -> String {
+        let mut prefix =
+            String::with_capacity(self.root.len() + 41 + name.len() + SEQUENCE_DIGITS + 1);
+        let _ = write!(prefix, "{}/_c_{}-{name}", self.root, self.uuid);
+        prefix
+    }
+
+    /// The contender the create made, placed by a listing made after the create; it owns
+    /// the node from now on. `None` if the listing lacks the node: it is gone already
+    /// (deleted by someone), and a new one must be made.
+    fn contender(&mut self, node: String, czxid: i64, children: &[String]) -> Option<Contender> {
+        let seq = sequence(&node).unwrap_or_default();
+        let own = node.rsplit_once('/').map_or("", |(_, own)| own);
+        if !children.iter().any(|child| child == own) {
+            debug!(%node, "our new node is gone already; creating another");
+            return None;
+        }
+        self.armed = false;
+        let ahead = Ahead::of(children, seq, every);
+        debug!(%node, ahead = ahead.count, "entered the queue");
+        Some(Contender {
+            session: self.session.clone(),
+            client: Arc::downgrade(&self.client),
+            place: Place::of(&self.root, &ahead),
+            // One that entered first is seen as first by every successor already.
+            marks: ahead.count > 0,
+            armed: true,
+            node,
+            czxid,
+        })
+    }
+
+    /// After a create whose outcome is unknown: the node if it was made.
+    async fn recover(&mut self, queue: &Queue) -> Result<Option<Contender>> {
+        let client = self.client.clone();
+        reconnected(&client).await?;
+        retry(&client, || client.sync(&self.root)).await?;
+        let children = queue.list(&client).await?;
+        let Some(name) = find_own(&children, &self.uuid) else {
+            debug!(uuid = %self.uuid, "lost create did not happen; creating again");
+            return Ok(None);
+        };
+        let node = path::join(&self.root, name);
+        match retry(&client, || client.get_data(&node)).await {
+            Ok((_, stat)) => {
+                debug!(%node, "found the node of a create whose reply was lost");
+                Ok(self.contender(node, stat.czxid, &children))
+            }
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl Drop for Creating {
+    fn drop(&mut self) {
+        if self.armed {
+            spawn_removal(
+                Arc::downgrade(&self.client),
+                Removal::ByUuid {
+                    root: self.root.clone(),
+                    uuid: self.uuid,
+                },
+            );
+        }
+    }
+}
+
+impl Place {
+    /// Where a listing puts a contender under `root`.
+    pub(super) fn of(root: &str, ahead: &Ahead<'_>) -> Place {
+        match ahead.blocker {
+            None => Place::First,
+            Some(name) => Place::Behind {
+                blocker: path::join(root, name).into_boxed_str(),
+                blocker_first: ahead.blocker_first,
+            },
+        }
+    }
+}
+
+/// The child named with `uuid` (Curator's protected naming: `_c_<uuid>-…`).
+pub(super) fn find_own<'a>(children: &'a [String], uuid: &Uuid) -> Option<&'a str> {
+    let uuid = uuid.to_string();
+    children.iter().map(String::as_str).find(|name| {
+        name.strip_prefix("_c_")
+            .is_some_and(|rest| rest.starts_with(&uuid))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_own_node_by_uuid() {
+        let ours = Uuid::new_v4();
+        let list = vec![
+            "_c_aaa-lock-0000000001".to_owned(),
+            format!("_c_{ours}-lock-0000000002"),
+        ];
+        assert_eq!(find_own(&list, &ours), Some(list[1].as_str()));
+        assert_eq!(find_own(&list, &Uuid::new_v4()), None);
+    }
+}

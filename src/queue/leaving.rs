@@ -1,0 +1,206 @@
+//! Leaving the queue: the node is deleted whatever was written into it, now if the
+//! connection is up, else in the background; a first contender that had waited marks the
+//! root as it goes.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tracing::{debug, debug_span, warn, Instrument};
+use uuid::Uuid;
+use zookeeper_client::{Client, MultiWriteError};
+
+use super::entering::find_own;
+use super::order::sequence;
+use super::Contender;
+use crate::error::{Error, Result};
+use crate::path;
+use crate::session::{connected_now, reconnected, retry};
+
+/// How long a waiter that gives up may spend deleting its node before leaving that to the
+/// background.
+const GIVE_UP_GRACE: Duration = Duration::from_secs(1);
+
+/// What the root's hand-off mark says before the sequence number of the contender that
+/// left while first. Written only by this crate, into the root's data; a root whose data is
+/// anything else simply has no mark.
+const MARK: &str = "zk-recipes first left ";
+
+/// The sequence number a root's data marks as having left while first, if it is a mark.
+pub(super) fn first_left(data: &[u8]) -> Option<i32> {
+    std::str::from_utf8(data)
+        .ok()?
+        .strip_prefix(MARK)?
+        .parse()
+        .ok()
+}
+
+/// How a node left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Left {
+    /// We deleted it.
+    Deleted,
+    /// It was gone already: deleted by someone, or ended with its session.
+    AlreadyGone,
+}
+
+impl Contender {
+    /// Deletes the node and waits for the server to confirm; never waits for a connection.
+    ///
+    /// # Notable errors
+    /// * [`Error::ConnectionLoss`] if the connection is down or broke during the delete: the
+    ///   node is then deleted in the background (this returns at once).
+    /// * [`Error::Closed`] / [`Error::SessionExpired`] if the session ended (so did the node).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an unfinished delete is finished in the background.
+    pub(crate) async fn leave(mut self) -> Result<Left> {
+        let client = match self.client() {
+            Ok(client) => client,
+            Err(err) => {
+                self.armed = false;
+                return Err(err);
+            }
+        };
+        connected_now(&client)?;
+        let mark = self.marks && self.is_first();
+        let span = debug_span!("zk.queue.leave", node = %self.node, mark);
+        let removed = remove(&client, &self.node, mark).instrument(span).await;
+        match removed {
+            Ok(()) => {
+                self.armed = false;
+                Ok(Left::Deleted)
+            }
+            Err(zookeeper_client::Error::NoNode) => {
+                self.armed = false;
+                debug!(node = %self.node, "node was already gone");
+                Ok(Left::AlreadyGone)
+            }
+            Err(err) => {
+                let err = Error::from(err);
+                if matches!(err, Error::SessionExpired | Error::Closed) {
+                    self.armed = false;
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Leaves the queue after waiting in vain: deletes the node at once while connected,
+    /// else (or if that takes over a second) in the background.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`leave`](Self::leave).
+    pub(crate) async fn give_up(self) {
+        match tokio::time::timeout(GIVE_UP_GRACE, self.leave()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => debug!(%err, "leaving the queue now failed; in the background"),
+            Err(_) => debug!("leaving the queue is slow; in the background"),
+        }
+    }
+}
+
+impl Drop for Contender {
+    fn drop(&mut self) {
+        if self.armed {
+            let mark = self.marks && self.is_first();
+            spawn_removal(
+                self.client.clone(),
+                Removal::Node(std::mem::take(&mut self.node), mark),
+            );
+        }
+    }
+}
+
+/// Deletes `node`, whatever its version; with `mark` (for a first contender only) in one
+/// transaction with the root's hand-off mark, so that its successors know that no one is
+/// ahead of them any more (see [`first_left`]). If the root cannot be written (its ACL),
+/// the node is deleted plainly.
+async fn remove(
+    client: &Client,
+    node: &str,
+    mark: bool,
+) -> std::result::Result<(), zookeeper_client::Error> {
+    let Some((root, seq)) = mark
+        .then(|| node.rsplit_once('/'))
+        .flatten()
+        .and_then(|(root, name)| Some((root, sequence(name)?)))
+    else {
+        return client.delete(node, None).await;
+    };
+    let mut transaction = client.new_multi_writer();
+    transaction.add_delete(node, None)?;
+    transaction.add_set_data(root, format!("{MARK}{seq}").as_bytes(), None)?;
+    match transaction.commit().await {
+        Ok(_) => Ok(()),
+        Err(MultiWriteError::OperationFailed { index: 1, source }) => {
+            debug!(%root, %source, "cannot mark the root; deleting plainly");
+            client.delete(node, None).await
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// What a background removal deletes.
+pub(super) enum Removal {
+    /// A node of ours, and whether to mark the root (see [`remove`]).
+    Node(String, bool),
+    /// The node named with this uuid under the root, if a create made it.
+    ByUuid { root: Arc<str>, uuid: Uuid },
+}
+
+/// Deletes a node of ours after its owner went away, once connected, until it is gone or
+/// its session is (then the servers delete it).
+pub(super) fn spawn_removal(client: Weak<Client>, removal: Removal) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        warn!("no tokio runtime to delete a node; it goes when the session ends");
+        return;
+    };
+    runtime.spawn(async move {
+        let Some(client) = client.upgrade() else {
+            return; // the session was closed or replaced: the node went with it
+        };
+        let (node, mark) = match removal {
+            Removal::Node(node, mark) => (node, mark),
+            Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid).await {
+                Some(node) => (node, false),
+                None => return,
+            },
+        };
+        let span = debug_span!("zk.queue.remove", %node, mark);
+        async {
+            if reconnected(&client).await.is_err() {
+                return;
+            }
+            match retry(&client, || remove(&client, &node, mark)).await {
+                Ok(()) => debug!("deleted in the background"),
+                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode))
+                | Err(Error::SessionExpired | Error::Closed) => {}
+                Err(err) => warn!(%err, "could not delete; it goes when the session ends"),
+            }
+        }
+        .instrument(span)
+        .await
+    });
+}
+
+async fn find_by_uuid(client: &Client, root: &str, uuid: &Uuid) -> Option<String> {
+    reconnected(client).await.ok()?;
+    retry(client, || client.sync(root)).await.ok()?;
+    let children = retry(client, || client.list_children(root)).await.ok()?;
+    find_own(&children, uuid).map(|name| path::join(root, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_only_its_own_mark() {
+        assert_eq!(first_left(format!("{MARK}42").as_bytes()), Some(42));
+        assert_eq!(first_left(format!("{MARK}-7").as_bytes()), Some(-7));
+        assert_eq!(first_left(b""), None);
+        assert_eq!(first_left(b"__REVOKE__"), None);
+        assert_eq!(first_left(b"10.0.0.1"), None);
+        assert_eq!(first_left(format!("{MARK}x").as_bytes()), None);
+    }
+}

@@ -1,0 +1,260 @@
+//! The contender queue every recipe stands on (crate-private).
+//!
+//! # Order
+//!
+//! A contender is an EPHEMERAL_SEQUENTIAL child `ROOT/_c_<uuid>-<name><seq>` of the recipe
+//! root (Apache Curator's "protected" naming; `name` is `lock-` or `latch-`). Contenders are
+//! ordered by the sequence suffix of *every* child, whatever its prefix, so foreign clients
+//! on the same root (Curator, kazoo) take part in the same order ([`order`]). Sequence
+//! numbers only grow, so no contender can ever appear ahead of one already queued, and one
+//! that was first stays first until it goes.
+//!
+//! # Entering
+//!
+//! The create and the child listing are sent back to back on one session, so the listing
+//! already holds the new node: it proves that the node exists and shows who is ahead. A
+//! contender with no one ahead holds at once. A create whose reply was lost is found again
+//! by its uuid ([`entering`]). A session has a bounded number of entries in flight, so a
+//! burst of waiters does not hold a burst of listings.
+//!
+//! # Waiting and hand-off
+//!
+//! A contender watches only its *blocker*, the closest contender ahead of it (a data
+//! watch), and remembers whether that blocker was first when it last looked ([`waiting`]).
+//! A notification is a hint, never proof: when the blocker's node changes the contender
+//! looks at it again, and when it is gone the contender reads, in one request, its own node
+//! (which must still exist: anyone may delete it) and the root's hand-off mark. It holds
+//! when its own node exists and either its blocker was first or the mark says that the
+//! blocker left while first. Only when neither is known (the blocker gave up, died, or is
+//! a foreign client) does it list the root once. So a hand-off costs one small request at
+//! any queue length, and a contender reports holding only while its own node is known to
+//! exist.
+//!
+//! # Leaving
+//!
+//! A contender owns its node: leaving, giving up, and dropping it all delete the node (in
+//! the background when the connection is down), whatever was written into it. A contender
+//! that held after waiting writes the mark into the root in the transaction that deletes
+//! its node ([`leaving`]): every successor then knows that no one is ahead any more. A
+//! contender that was first at entry needs no mark (every successor saw it first), so an
+//! uncontended release is one plain delete.
+//!
+//! # Holding
+//!
+//! A contender that holds is watched in the background for the moment it can no longer be
+//! trusted: session expiry, suspension, deletion of its node ([`holding`]). Guards and
+//! leaderships share that one implementation.
+
+mod entering;
+mod holding;
+mod leaving;
+mod order;
+mod waiting;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use zookeeper_client::Client;
+
+use crate::error::{Error, Result};
+use crate::path;
+use crate::session::{retry, Session};
+
+pub use holding::Loss;
+pub(crate) use holding::{Holding, NodeWatch, Trust};
+pub(crate) use leaving::Left;
+pub(crate) use order::sort_contenders;
+pub(crate) use waiting::Turn;
+
+/// The most data a contender node may carry: ZooKeeper servers drop a connection whose
+/// request exceeds `jute.maxbuffer` (1 MiB by default), so larger data is refused before
+/// anything is sent.
+pub(crate) const MAX_DATA: usize = 960 * 1024;
+
+/// A recipe root and the contender name used under it.
+#[derive(Clone, Debug)]
+pub(crate) struct Queue {
+    root: Arc<str>,
+    name: &'static str,
+}
+
+/// How long an acquisition may wait.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    /// Not at all: a contender that is not first gives up at once, and nothing waits for a
+    /// connection.
+    Never,
+    /// Until this instant.
+    Until(Instant),
+    /// As long as it takes.
+    Forever,
+}
+
+impl Wait {
+    /// At most `timeout` from now; a deadline too far to represent is no deadline.
+    pub(crate) fn at_most(timeout: Duration) -> Wait {
+        Instant::now()
+            .checked_add(timeout)
+            .map_or(Wait::Forever, Wait::Until)
+    }
+
+    pub(crate) fn is_never(self) -> bool {
+        matches!(self, Wait::Never)
+    }
+
+    /// Resolves when the deadline passes; never without one. The timer is boxed, so that
+    /// a wait without a deadline does not carry it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn passed(self) {
+        match self {
+            Wait::Until(deadline) => Box::pin(tokio::time::sleep_until(deadline.into())).await,
+            Wait::Never | Wait::Forever => std::future::pending().await,
+        }
+    }
+
+    /// Runs `work` until the deadline, if any; `Ok(None)` if it passed first. `work` comes
+    /// pinned by the caller: a future passed by value would be stored twice while it runs.
+    pub(crate) async fn bound<T>(
+        self,
+        work: Pin<&mut impl Future<Output = Result<T>>>,
+    ) -> Result<Option<T>> {
+        tokio::select! {
+            biased;
+            done = work => done.map(Some),
+            () = self.passed() => Ok(None),
+        }
+    }
+}
+
+impl Queue {
+    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `root` is malformed or too long.
+    pub(crate) fn new(root: &str, name: &'static str) -> Result<Queue> {
+        Ok(Queue {
+            root: Arc::from(path::validate_root(root)?),
+            name,
+        })
+    }
+
+    pub(crate) fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// The contenders under the root, first first, as `(name, data)`; for observers.
+    ///
+    /// # Notable errors
+    /// * [`Error::ConnectionLoss`] at once if the connection is down: it does not wait.
+    /// * [`Error::NoAuth`] if the root cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn contenders(&self, session: &Session) -> Result<Vec<(String, Vec<u8>)>> {
+        let client = session.connected()?;
+        let mut names = self.list(&client).await?;
+        sort_contenders(&mut names);
+        // Sent back to back; a contender that left meanwhile is skipped.
+        let reads: Vec<_> = names
+            .iter()
+            .map(|name| client.get_data(&path::join(&self.root, name)))
+            .collect();
+        let mut contenders = Vec::with_capacity(names.len());
+        for (name, read) in names.into_iter().zip(reads) {
+            match read.await {
+                Ok((data, _)) => contenders.push((name, data)),
+                Err(zookeeper_client::Error::NoNode) => {}
+                Err(err) => return Err(Error::at(&self.root, err)),
+            }
+        }
+        Ok(contenders)
+    }
+
+    /// The children of the root (none if it does not exist).
+    async fn list(&self, client: &Client) -> Result<Vec<String>> {
+        match retry(client, || client.list_children(&self.root)).await {
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(Vec::new()),
+            other => other.map_err(|err| err.at_root(&self.root)),
+        }
+    }
+}
+
+impl Error {
+    /// Names the recipe root in errors about it.
+    fn at_root(self, root: &str) -> Error {
+        match self {
+            Error::ZooKeeper(err) => Error::at(root, err),
+            other => other,
+        }
+    }
+}
+
+/// Our node in a queue. Dropping it deletes the node in the background.
+#[derive(Debug)]
+pub(crate) struct Contender {
+    session: Session,
+    /// The client of the session the node belongs to. Weak: only [`Session`] keeps a
+    /// client alive, so that closing it ends the ZooKeeper session.
+    client: Weak<Client>,
+    /// Full path of the node; the root is its parent.
+    node: String,
+    czxid: i64,
+    place: Place,
+    /// Whether leaving while first must mark the root: the contender entered behind
+    /// others, so its successors may not know that it became first.
+    marks: bool,
+    /// Whether dropping it deletes the node.
+    armed: bool,
+}
+
+/// Where a contender stands, as far as it knows.
+#[derive(Debug)]
+enum Place {
+    /// No one ahead blocks it.
+    First,
+    /// Behind `blocker` (a full path), which was first when last looked if `blocker_first`.
+    Behind {
+        blocker: Box<str>,
+        blocker_first: bool,
+    },
+}
+
+impl Contender {
+    /// Full path of the node.
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The zxid that created the node: a fencing token, greater for every later node.
+    pub(crate) fn token(&self) -> u64 {
+        u64::try_from(self.czxid).unwrap_or_default()
+    }
+
+    /// Whether no one ahead is known to block it.
+    pub(crate) fn is_first(&self) -> bool {
+        matches!(self.place, Place::First)
+    }
+
+    /// The recipe root (the node's parent) and the node's own name.
+    fn root_and_name(&self) -> (&str, &str) {
+        self.node.rsplit_once('/').unwrap_or_default()
+    }
+
+    /// The client the node belongs to.
+    ///
+    /// # Notable errors
+    /// * [`Error::Closed`] if the session was closed, [`Error::SessionExpired`] if the
+    ///   node's session ended and was replaced.
+    fn client(&self) -> Result<Arc<Client>> {
+        self.client.upgrade().ok_or_else(|| self.session.ended())
+    }
+
+    /// Forgets the node without deleting it: it went with its session, or was deleted.
+    pub(crate) fn disown(mut self) {
+        self.armed = false;
+    }
+}

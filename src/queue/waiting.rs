@@ -1,0 +1,219 @@
+//! Waiting to be first: watch the blocker, and when it is gone confirm our own node and
+//! learn, in one request, whether anyone can still be ahead.
+
+use tracing::{debug, warn};
+use zookeeper_client::{Client, EventType, MultiReadResult};
+
+use super::entering::every;
+use super::leaving::first_left;
+use super::order::{sequence, serial_order, Ahead};
+use super::{Contender, Place, Wait};
+use crate::error::{Error, Result};
+use crate::session::{reconnected, retry, terminal};
+
+/// How a wait to be first ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// First, with the own node known to exist.
+    First,
+    /// The deadline passed first; the contender keeps its place.
+    Late,
+    /// The contender's node is gone, deleted by someone. It is disowned; enter again to
+    /// contend.
+    Evicted,
+    /// The contender's session expired, and its node with it. It is disowned; enter again
+    /// (on the new session) to contend.
+    Expired,
+}
+
+/// What one look after the blocker left says.
+enum Look {
+    First,
+    Unknown,
+    Evicted,
+}
+
+impl Contender {
+    /// Waits until this contender is first, `wait`'s deadline passes, or its node is gone.
+    ///
+    /// # Notable errors
+    /// * [`Error::Closed`] if the session was closed.
+    /// * [`Error::ConnectionLoss`] if a request's outcome stayed unknown (see
+    ///   [`retry`](crate::session::retry)).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the contender keeps its place and its blocker.
+    pub(crate) async fn wait_first(&mut self, wait: Wait) -> Result<Turn> {
+        let session = self.session.clone();
+        let waited = tokio::select! {
+            biased;
+            () = session.closed() => Err(Error::Closed),
+            () = wait.passed() => Ok(Turn::Late),
+            // Boxed: the waiting state lives on the heap, the caller's future stays small.
+            turn = Box::pin(self.wait_until_first()) => turn,
+        };
+        match waited {
+            Ok(turn) => Ok(turn),
+            Err(err) => self.failed(err),
+        }
+    }
+
+    /// For a contender that held until its connection was suspended: once connected again,
+    /// whether its node is still there. If it is, it is still first (no one can have come
+    /// ahead of it).
+    ///
+    /// # Notable errors
+    /// As [`wait_first`](Self::wait_first).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn still_first(&mut self) -> Result<Turn> {
+        let session = self.session.clone();
+        let exists = async {
+            let client = self.client()?;
+            reconnected(&client).await?;
+            retry(&client, || client.check_stat(&self.node)).await
+        };
+        let exists = tokio::select! {
+            biased;
+            () = session.closed() => Err(Error::Closed),
+            exists = exists => exists,
+        };
+        match exists {
+            Ok(Some(_)) if self.is_first() => Ok(Turn::First),
+            Ok(_) => Ok(self.evicted()),
+            Err(err) => self.failed(err),
+        }
+    }
+
+    /// A session that expired under a waiting contender took its node along.
+    fn failed(&mut self, err: Error) -> Result<Turn> {
+        match err {
+            Error::SessionExpired => {
+                warn!(node = %self.node, "session expired; our node went with it");
+                self.armed = false;
+                Ok(Turn::Expired)
+            }
+            err => Err(err),
+        }
+    }
+
+    async fn wait_until_first(&mut self) -> Result<Turn> {
+        loop {
+            let Place::Behind {
+                blocker,
+                blocker_first,
+            } = &self.place
+            else {
+                return Ok(Turn::First);
+            };
+            self.gone(blocker).await?;
+            // Boxed, here and below: what runs after a wake-up takes no room while waiting.
+            let look = Box::pin(self.look_after(blocker, *blocker_first)).await?;
+            match look {
+                Look::First => {
+                    debug!(node = %self.node, "blocker gone; first");
+                    self.place = Place::First;
+                }
+                Look::Unknown if Box::pin(self.look_again()).await? => {}
+                Look::Unknown | Look::Evicted => return Ok(self.evicted()),
+            }
+        }
+    }
+
+    fn evicted(&mut self) -> Turn {
+        warn!(node = %self.node, "our node is gone; we are out of the queue");
+        self.armed = false;
+        Turn::Evicted
+    }
+
+    /// Resolves once the node at `blocker` is gone. A data change is someone's write, not a
+    /// departure: the node is watched again.
+    async fn gone(&self, blocker: &str) -> Result<()> {
+        loop {
+            let watched = Box::pin(async {
+                let client = self.client()?;
+                retry(&client, || client.get_and_watch_data(blocker)).await
+            })
+            .await;
+            let watcher = match watched {
+                Ok((_, _, watcher)) => watcher,
+                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(()),
+                Err(err) => return Err(err),
+            };
+            debug!(node = %self.node, %blocker, "watching the blocker");
+            let event = watcher.changed().await;
+            match event.event_type {
+                EventType::NodeDeleted => return Ok(()),
+                EventType::Session => return Err(terminal(event.session_state)),
+                other => debug!(%blocker, ?other, "blocker changed but may be there"),
+            }
+        }
+    }
+
+    /// After the blocker left: reads our own node and the root's hand-off mark in one
+    /// request. First if our node exists and the blocker was first, or left while first.
+    async fn look_after(&self, blocker: &str, blocker_first: bool) -> Result<Look> {
+        let (root, _) = self.root_and_name();
+        let results = {
+            let client = self.client()?;
+            retry(&client, || read_both(&client, root, &self.node)).await?
+        };
+        let [mark, own] = results.as_slice() else {
+            return Err(Error::ZooKeeper(zookeeper_client::Error::UnexpectedError(
+                "a read of two nodes did not answer twice".into(),
+            )));
+        };
+        if !matches!(own, MultiReadResult::Data { .. }) {
+            return Ok(Look::Evicted);
+        }
+        let left_first = match (
+            mark,
+            blocker.rsplit_once('/').and_then(|(_, b)| sequence(b)),
+        ) {
+            (MultiReadResult::Data { data, .. }, Some(blocker)) => {
+                first_left(data).is_some_and(|mark| serial_order(mark, blocker).is_ge())
+            }
+            _ => false,
+        };
+        Ok(if blocker_first || left_first {
+            Look::First
+        } else {
+            Look::Unknown
+        })
+    }
+
+    /// Lists the root to learn who blocks us now, after a blocker of unknown place left;
+    /// `false` if our own node is not there.
+    async fn look_again(&mut self) -> Result<bool> {
+        let (root, own) = self.root_and_name();
+        let children = {
+            let client = self.client()?;
+            retry(&client, || client.list_children(root)).await?
+        };
+        if !children.iter().any(|child| child == own) {
+            return Ok(false);
+        }
+        let seq = sequence(own).unwrap_or_default();
+        let ahead = Ahead::of(&children, seq, every);
+        debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
+        self.place = Place::of(root, &ahead);
+        Ok(true)
+    }
+}
+
+/// Reads the nodes `root` and `node` in one request.
+fn read_both<'a>(
+    client: &'a Client,
+    root: &str,
+    node: &str,
+) -> impl std::future::Future<
+    Output = std::result::Result<Vec<MultiReadResult>, zookeeper_client::Error>,
+> + 'a {
+    let mut reader = client.new_multi_reader();
+    let commit = reader
+        .add_get_data(root)
+        .and_then(|()| reader.add_get_data(node))
+        .map(|()| reader.commit());
+    async move { commit?.await }
+}
