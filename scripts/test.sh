@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs what the tests need if it is missing
 # (Debian 12: ZooKeeper 3.8 for the test servers, Curator and kazoo for the
-# interop tests), then `cargo test` (every test binary and the doctests).
+# interop tests), then `cargo test --workspace --all-features` (every test binary, every
+# workspace member and feature, and the doctests).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,4 +22,4 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y "${PACKAGES[@]}"
 fi
 
-cargo test "$@"
+cargo test --workspace --all-features "$@"
