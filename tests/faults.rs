@@ -13,10 +13,10 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use support::history::{critical_section, History, Section};
 use support::{await_count, await_empty, name, observe, unique_root, Ensemble};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -70,157 +70,6 @@ async fn bounded<T>(what: &str, within: Duration, work: impl std::future::Future
         Ok(done) => done,
         Err(_) => panic!("{what}: not within {within:?}"),
     }
-}
-
-// ----- the history checker -----
-
-/// One critical section, or one leadership.
-#[derive(Clone, Debug)]
-struct Section {
-    who: String,
-    /// Fencing token (lock) or term (election).
-    token: u64,
-    /// The node that held.
-    node: String,
-    enter: Instant,
-    exit: Instant,
-    /// `!is_lost()` read at exit (a leadership is trusted until its `lost()` resolves).
-    trusted: bool,
-    /// When the holder learned of the loss, if it did before (or at) its exit.
-    told: Option<Instant>,
-}
-
-#[derive(Clone, Default)]
-struct History {
-    sections: Arc<std::sync::Mutex<Vec<Section>>>,
-    entries: Arc<AtomicUsize>,
-    progress: Arc<watch::Sender<usize>>,
-}
-
-impl History {
-    fn new() -> History {
-        History {
-            sections: Default::default(),
-            entries: Default::default(),
-            progress: Arc::new(watch::channel(0).0),
-        }
-    }
-
-    /// Counts an entry at once (before the section ends), for waiting on progress.
-    fn entered(&self) {
-        self.entries.fetch_add(1, Ordering::SeqCst);
-        self.progress.send_modify(|n| *n += 1);
-    }
-
-    fn record(&self, section: Section) {
-        self.sections.lock().unwrap().push(section);
-    }
-
-    fn entries(&self) -> usize {
-        self.entries.load(Ordering::SeqCst)
-    }
-
-    /// Waits until `n` sections have been entered in all.
-    async fn await_entries(&self, n: usize, within: Duration) {
-        let mut progress = self.progress.subscribe();
-        let waited = tokio::time::timeout(within, progress.wait_for(|&seen| seen >= n)).await;
-        if waited.is_err() {
-            panic!(
-                "only {} of {n} critical sections entered within {within:?}",
-                self.entries()
-            );
-        }
-    }
-
-    fn sections(&self) -> Vec<Section> {
-        let mut all = self.sections.lock().unwrap().clone();
-        all.sort_by_key(|s| s.enter);
-        all
-    }
-
-    /// Asserts mutual exclusion and fencing; returns the sections in order of entry.
-    ///
-    /// * Trusted sections never overlap.
-    /// * A section overlapped by a later one was not trusted at exit, and its holder had
-    ///   been told (`lost()` resolved) no later than the later one entered.
-    /// * Tokens strictly increase in order of entry; for leaderships (`same_term_again`) a
-    ///   leader that kept its node may lead again with the same term.
-    fn check(&self, same_term_again: bool) -> Vec<Section> {
-        let all = self.sections();
-        for (i, a) in all.iter().enumerate() {
-            assert!(a.enter <= a.exit, "section ends before it starts: {a:?}");
-            for b in &all[i + 1..] {
-                if b.enter >= a.exit {
-                    continue;
-                }
-                assert!(
-                    !(a.trusted && b.trusted),
-                    "two trusted holders at once:\n  {a:?}\n  {b:?}"
-                );
-                assert!(
-                    !a.trusted,
-                    "{} was overlapped by a later holder but trusted its lock at exit:\n  {a:?}\n  {b:?}",
-                    a.who
-                );
-                match a.told {
-                    Some(told) => assert!(
-                        told <= b.enter,
-                        "{} learned of its loss {:?} after {} entered:\n  {a:?}\n  {b:?}",
-                        a.who,
-                        told - b.enter,
-                        b.who
-                    ),
-                    None => panic!("{} was never told of its loss:\n  {a:?}\n  {b:?}", a.who),
-                }
-            }
-        }
-        for pair in all.windows(2) {
-            let (a, b) = (&pair[0], &pair[1]);
-            let again = same_term_again && a.token == b.token && a.node == b.node;
-            assert!(
-                a.token < b.token || again,
-                "tokens not increasing in order of entry:\n  {a:?}\n  {b:?}"
-            );
-        }
-        all
-    }
-}
-
-/// Holds `guard` for `work` (or until the lock is lost) and records the section.
-async fn critical_section(
-    history: &History,
-    who: &str,
-    guard: &zk_recipes::MutexGuard,
-    work: Option<Duration>,
-) -> Section {
-    let enter = Instant::now();
-    history.entered();
-    let work = async {
-        match work {
-            Some(work) => tokio::time::sleep(work).await,
-            None => std::future::pending().await,
-        }
-    };
-    let mut told = tokio::select! {
-        () = work => None,
-        _ = guard.lost() => Some(Instant::now()),
-    };
-    let exit = Instant::now();
-    let trusted = !guard.is_lost();
-    if !trusted && told.is_none() {
-        told = Some(Instant::now());
-    }
-    let section = Section {
-        who: who.to_owned(),
-        token: guard.fencing_token(),
-        node: guard.node().to_owned(),
-        enter,
-        exit,
-        trusted,
-        told,
-    };
-    history.record(section.clone());
-    section
 }
 
 /// What one contender saw.

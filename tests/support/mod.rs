@@ -11,11 +11,12 @@
 //! never `Ensemble::shared`.
 #![allow(dead_code)]
 
+pub mod history;
 mod launcher;
 mod proxy;
 mod znodes;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io;
 use std::net::TcpListener;
@@ -339,6 +340,46 @@ impl Ensemble {
                 .unwrap_or(0);
         }
         total
+    }
+
+    /// The sessions that watch `path`, by the serving servers' `wchp`, as `0x…` ids (as
+    /// `zookeeper_client::SessionId` displays them).
+    pub async fn watchers(&self, path: &str) -> BTreeSet<String> {
+        let mut sessions = BTreeSet::new();
+        for s in &self.servers {
+            if s.paused.load(Ordering::SeqCst) || !s.is_running() {
+                continue;
+            }
+            let out = four_letter_at(&s.address(), "wchp").await;
+            let mut on_path = false;
+            for line in out.lines() {
+                if line.starts_with(char::is_whitespace) {
+                    if on_path {
+                        sessions.insert(line.trim().to_owned());
+                    }
+                } else {
+                    on_path = line.trim() == path;
+                }
+            }
+        }
+        sessions
+    }
+
+    /// Waits until `session` (a `0x…` id) watches `path`. Setting a watch raises no event
+    /// anyone could wait on, so this polls `wchp`; fails the test after 30 s.
+    pub async fn await_watcher(&self, path: &str, session: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let watchers = self.watchers(path).await;
+            if watchers.contains(session) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "session {session} never watched {path}; its watchers: {watchers:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// A TCP proxy on a free 127.0.0.1 port in front of server `i`.

@@ -1,0 +1,172 @@
+//! The history checker: every critical section (and every leadership) recorded with
+//! instants of one process clock, then checked for mutual exclusion.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+/// One critical section, or one leadership.
+#[derive(Clone, Debug)]
+pub struct Section {
+    pub who: String,
+    /// Fencing token (lock) or term (election).
+    pub token: u64,
+    /// The node that held.
+    pub node: String,
+    pub enter: Instant,
+    pub exit: Instant,
+    /// `!is_lost()` read at exit (a leadership is trusted until its `lost()` resolves).
+    pub trusted: bool,
+    /// When the holder learned of the loss, if it did before (or at) its exit.
+    pub told: Option<Instant>,
+}
+
+#[derive(Clone, Default)]
+pub struct History {
+    sections: Arc<std::sync::Mutex<Vec<Section>>>,
+    entries: Arc<AtomicUsize>,
+    progress: Arc<watch::Sender<usize>>,
+}
+
+impl History {
+    pub fn new() -> History {
+        History {
+            sections: Default::default(),
+            entries: Default::default(),
+            progress: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Counts an entry at once (before the section ends), for waiting on progress.
+    pub fn entered(&self) {
+        self.entries.fetch_add(1, Ordering::SeqCst);
+        self.progress.send_modify(|n| *n += 1);
+    }
+
+    pub fn record(&self, section: Section) {
+        self.sections.lock().unwrap().push(section);
+    }
+
+    pub fn entries(&self) -> usize {
+        self.entries.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` sections have been entered in all.
+    pub async fn await_entries(&self, n: usize, within: Duration) {
+        let mut progress = self.progress.subscribe();
+        let waited = tokio::time::timeout(within, progress.wait_for(|&seen| seen >= n)).await;
+        if waited.is_err() {
+            panic!(
+                "only {} of {n} critical sections entered within {within:?}",
+                self.entries()
+            );
+        }
+    }
+
+    pub fn sections(&self) -> Vec<Section> {
+        let mut all = self.sections.lock().unwrap().clone();
+        all.sort_by_key(|s| s.enter);
+        all
+    }
+
+    /// Every pair of trusted sections that overlap in time, in order of entry: mutual
+    /// exclusion alone, for histories in which holders may also lose their lock.
+    pub fn trusted_overlaps(&self) -> Vec<(Section, Section)> {
+        let all = self.sections();
+        let mut overlaps = Vec::new();
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                if b.enter < a.exit && a.trusted && b.trusted {
+                    overlaps.push((a.clone(), b.clone()));
+                }
+            }
+        }
+        overlaps
+    }
+
+    /// Asserts mutual exclusion and fencing; returns the sections in order of entry.
+    ///
+    /// * Trusted sections never overlap.
+    /// * A section overlapped by a later one was not trusted at exit, and its holder had
+    ///   been told (`lost()` resolved) no later than the later one entered.
+    /// * Tokens strictly increase in order of entry; for leaderships (`same_term_again`) a
+    ///   leader that kept its node may lead again with the same term.
+    pub fn check(&self, same_term_again: bool) -> Vec<Section> {
+        let all = self.sections();
+        for (i, a) in all.iter().enumerate() {
+            assert!(a.enter <= a.exit, "section ends before it starts: {a:?}");
+            for b in &all[i + 1..] {
+                if b.enter >= a.exit {
+                    continue;
+                }
+                assert!(
+                    !(a.trusted && b.trusted),
+                    "two trusted holders at once:\n  {a:?}\n  {b:?}"
+                );
+                assert!(
+                    !a.trusted,
+                    "{} was overlapped by a later holder but trusted its lock at exit:\n  {a:?}\n  {b:?}",
+                    a.who
+                );
+                match a.told {
+                    Some(told) => assert!(
+                        told <= b.enter,
+                        "{} learned of its loss {:?} after {} entered:\n  {a:?}\n  {b:?}",
+                        a.who,
+                        told - b.enter,
+                        b.who
+                    ),
+                    None => panic!("{} was never told of its loss:\n  {a:?}\n  {b:?}", a.who),
+                }
+            }
+        }
+        for pair in all.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let again = same_term_again && a.token == b.token && a.node == b.node;
+            assert!(
+                a.token < b.token || again,
+                "tokens not increasing in order of entry:\n  {a:?}\n  {b:?}"
+            );
+        }
+        all
+    }
+}
+
+/// Holds `guard` for `work` (or until the lock is lost) and records the section.
+pub async fn critical_section(
+    history: &History,
+    who: &str,
+    guard: &zk_recipes::MutexGuard,
+    work: Option<Duration>,
+) -> Section {
+    let enter = Instant::now();
+    history.entered();
+    let work = async {
+        match work {
+            Some(work) => tokio::time::sleep(work).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut told = tokio::select! {
+        () = work => None,
+        _ = guard.lost() => Some(Instant::now()),
+    };
+    let exit = Instant::now();
+    let trusted = !guard.is_lost();
+    if !trusted && told.is_none() {
+        told = Some(Instant::now());
+    }
+    let section = Section {
+        who: who.to_owned(),
+        token: guard.fencing_token(),
+        node: guard.node().to_owned(),
+        enter,
+        exit,
+        trusted,
+        told,
+    };
+    history.record(section.clone());
+    section
+}
