@@ -13,7 +13,9 @@ use tracing::{info, info_span, warn, Instrument};
 
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::{Contender, Holding, Left, Loss, NodeWatch, Queue, Trust, Turn, Wait, MAX_DATA};
+use crate::queue::{
+    Blockers, Contender, Holding, Left, Loss, NodeWatch, Queue, Trust, Turn, Wait, MAX_DATA,
+};
 use crate::session::Session;
 
 /// A candidate's role.
@@ -105,7 +107,7 @@ impl LeaderElection {
         }
         Ok(LeaderElection {
             session: session.clone(),
-            queue: Queue::new(path, "latch-")?,
+            queue: Queue::new(path, "latch-", Blockers::Every)?,
             id: id.into(),
             rejoin: true,
         })

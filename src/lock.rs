@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use tracing::{info, info_span, warn, Instrument, Span};
 
 use crate::error::{Error, Result};
-use crate::queue::{Holding, Loss, NodeWatch, Queue, Turn, Wait};
+use crate::queue::{Blockers, Holding, Loss, NodeWatch, Queue, Turn, Wait};
 use crate::session::Session;
 
 /// How long after acquisition a holder starts watching its own node for deletion by someone
@@ -120,7 +120,7 @@ impl Mutex {
     pub fn new(session: &Session, path: &str) -> Result<Mutex> {
         Ok(Mutex {
             session: session.clone(),
-            queue: Queue::new(path, "lock-")?,
+            queue: Queue::new(path, "lock-", Blockers::Every)?,
         })
     }
 

@@ -12,18 +12,13 @@ use zookeeper_client::{Acls, Client, CreateMode, CreateOptions};
 
 use super::leaving::{spawn_removal, Removal};
 use super::order::{sequence, Ahead, SEQUENCE_DIGITS};
-use super::{Contender, Place, Queue, Wait};
+use super::{Blockers, Contender, Place, Queue, Wait};
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
 use crate::session::{reconnected, retry, Session};
 
 const CONTENDER: CreateOptions<'static> =
     CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
-
-/// Every contender ahead keeps a mutex contender (or a leader candidate) from holding.
-pub(super) fn every(_: &str) -> bool {
-    true
-}
 
 impl Queue {
     /// Enters the queue with a node holding `data`, in the session's turn and on its live
@@ -77,7 +72,7 @@ impl Queue {
         wait: Wait,
     ) -> Result<Contender> {
         let mut turn = Some(turn);
-        let mut creating = Creating::new(session, client, &self.root);
+        let mut creating = Creating::new(session, client, &self.root, self.blockers);
         let client = creating.client.clone();
         let mut made_root = false;
         loop {
@@ -135,16 +130,23 @@ struct Creating {
     session: Session,
     client: Arc<Client>,
     root: Arc<str>,
+    blockers: Blockers,
     uuid: Uuid,
     armed: bool,
 }
 
 impl Creating {
-    fn new(session: &Session, client: Arc<Client>, root: &Arc<str>) -> Creating {
+    fn new(
+        session: &Session,
+        client: Arc<Client>,
+        root: &Arc<str>,
+        blockers: Blockers,
+    ) -> Creating {
         Creating {
             session: session.clone(),
             client,
             root: root.clone(),
+            blockers,
             uuid: Uuid::new_v4(),
             armed: true,
         }
@@ -170,14 +172,15 @@ impl Creating {
             return None;
         }
         self.armed = false;
-        let ahead = Ahead::of(children, seq, every);
+        let ahead = Ahead::of(children, seq, |name| self.blockers.blocks(name));
         debug!(%node, ahead = ahead.count, "entered the queue");
         Some(Contender {
             session: self.session.clone(),
             client: Arc::downgrade(&self.client),
             place: Place::of(&self.root, &ahead),
             // One that entered first is seen as first by every successor already.
-            marks: ahead.count > 0,
+            marks: matches!(self.blockers, Blockers::Every) && ahead.count > 0,
+            blockers: self.blockers,
             armed: true,
             node,
             czxid,

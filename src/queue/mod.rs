@@ -73,11 +73,32 @@ pub(crate) use waiting::Turn;
 /// anything is sent.
 pub(crate) const MAX_DATA: usize = 960 * 1024;
 
-/// A recipe root and the contender name used under it.
+/// A recipe root, the contender name used under it, and who blocks such a contender.
 #[derive(Clone, Debug)]
 pub(crate) struct Queue {
     root: Arc<str>,
     name: &'static str,
+    blockers: Blockers,
+}
+
+/// Which contenders ahead keep a contender from holding.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Blockers {
+    /// Every one: at most one holds (a mutex, a leader, a writer). A holder is first of
+    /// the whole queue, so one that waited marks the root as it leaves.
+    Every,
+    /// Only those whose names this accepts (a reader: writers only). Several may hold at
+    /// once, and a holder does not know whether it is first, so none marks the root.
+    Only(fn(&str) -> bool),
+}
+
+impl Blockers {
+    fn blocks(self, name: &str) -> bool {
+        match self {
+            Blockers::Every => true,
+            Blockers::Only(blocks) => blocks(name),
+        }
+    }
 }
 
 /// How long an acquisition may wait.
@@ -131,14 +152,16 @@ impl Wait {
 }
 
 impl Queue {
-    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`.
+    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`, each kept from
+    /// holding by `blockers` ahead of it.
     ///
     /// # Notable errors
     /// * [`Error::InvalidPath`] if `root` is malformed or too long.
-    pub(crate) fn new(root: &str, name: &'static str) -> Result<Queue> {
+    pub(crate) fn new(root: &str, name: &'static str, blockers: Blockers) -> Result<Queue> {
         Ok(Queue {
             root: Arc::from(path::validate_root(root)?),
             name,
+            blockers,
         })
     }
 
@@ -204,8 +227,9 @@ pub(crate) struct Contender {
     node: String,
     czxid: i64,
     place: Place,
-    /// Whether leaving while first must mark the root: the contender entered behind
-    /// others, so its successors may not know that it became first.
+    blockers: Blockers,
+    /// Whether leaving while first must mark the root: an exclusive contender that entered
+    /// behind others, so its successors may not know that it became first.
     marks: bool,
     /// Whether dropping it deletes the node.
     armed: bool,
@@ -234,7 +258,8 @@ impl Contender {
         u64::try_from(self.czxid).unwrap_or_default()
     }
 
-    /// Whether no one ahead is known to block it.
+    /// Whether no one ahead is known to block it (for [`Blockers::Every`]: whether it is
+    /// first).
     pub(crate) fn is_first(&self) -> bool {
         matches!(self.place, Place::First)
     }

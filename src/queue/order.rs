@@ -56,7 +56,7 @@ pub(crate) struct Ahead<'a> {
 impl<'a> Ahead<'a> {
     /// Reads `children`; `blocks` says which names keep `own` from holding (every one, for
     /// a mutex).
-    pub(crate) fn of(children: &'a [String], own: i32, blocks: fn(&str) -> bool) -> Ahead<'a> {
+    pub(crate) fn of(children: &'a [String], own: i32, blocks: impl Fn(&str) -> bool) -> Ahead<'a> {
         let mut count = 0;
         let mut lowest = None;
         let mut closest: Option<(i32, &str)> = None;

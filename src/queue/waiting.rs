@@ -4,7 +4,6 @@
 use tracing::{debug, warn};
 use zookeeper_client::{Client, EventType, MultiReadResult};
 
-use super::entering::every;
 use super::leaving::first_left;
 use super::order::{sequence, serial_order, Ahead};
 use super::{Contender, Place, Wait};
@@ -195,7 +194,7 @@ impl Contender {
             return Ok(false);
         }
         let seq = sequence(own).unwrap_or_default();
-        let ahead = Ahead::of(&children, seq, every);
+        let ahead = Ahead::of(&children, seq, |name| self.blockers.blocks(name));
         debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
         self.place = Place::of(root, &ahead);
         Ok(true)
