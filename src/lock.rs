@@ -4,19 +4,14 @@
 //! path; waiters are served in order of arrival, each woken alone when its turn comes.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use tracing::{info, info_span, warn, Instrument, Span};
+use tracing::{info, info_span};
 
 use crate::error::{Error, Result};
-use crate::queue::{Blockers, Holding, Loss, NodeWatch, Queue, Turn, Wait};
+use crate::queue::{Blockers, Holding, Loss, Queue, Wait};
 use crate::session::Session;
-
-/// How long after acquisition a holder starts watching its own node for deletion by someone
-/// else (at once when [`MutexGuard::lost`] is awaited). Short critical sections then cost no
-/// watch request; session expiry and suspension are noticed from the start regardless.
-const NODE_WATCH_DELAY: Duration = Duration::from_millis(10);
 
 /// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and
 /// swap [`Mutex`] for another lock or an in-memory fake in its own tests.
@@ -178,45 +173,13 @@ impl Mutex {
         self.acquire(Wait::at_most(timeout)).await
     }
 
-    /// Enters the queue and waits, within `wait`, to be first; enters again if the node is
-    /// lost while waiting (deleted by someone, or expired with its session).
-    async fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard>> {
+    /// Waits, within `wait`, to hold the lock.
+    pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard>> {
         let span = info_span!("zk.lock.acquire", path = %self.path(), node = tracing::field::Empty);
-        let started = Instant::now();
-        async {
-            loop {
-                // Boxed: entering takes no room in a waiting `lock()`.
-                let entering = Box::pin(self.queue.enter(&self.session, &[], wait));
-                let Some(mut contender) = entering.await? else {
-                    return Ok(None);
-                };
-                Span::current().record("node", contender.node());
-                let turn = match wait {
-                    Wait::Never if !contender.is_first() => Turn::Late,
-                    _ => contender.wait_first(wait).await?,
-                };
-                match turn {
-                    Turn::First => {
-                        let holding = Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY));
-                        info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
-                        return Ok(Some(MutexGuard {
-                            holding: Arc::new(holding),
-                        }));
-                    }
-                    Turn::Late => {
-                        info!("not acquired in time");
-                        // Boxed: leaving takes no room in a waiting `lock()`.
-                        Box::pin(contender.give_up()).await;
-                        return Ok(None);
-                    }
-                    Turn::Evicted | Turn::Expired => {
-                        warn!(?turn, "out of the queue; entering again")
-                    }
-                }
-            }
-        }
-        .instrument(span)
-        .await
+        let holding = self.queue.hold(&self.session, wait, span).await?;
+        Ok(holding.map(|holding| MutexGuard {
+            holding: Arc::new(holding),
+        }))
     }
 }
 

@@ -30,6 +30,11 @@ pub enum Loss {
     Closed,
 }
 
+/// How long after acquisition a holder starts watching its own node for deletion by someone
+/// else (at once when its loss is awaited): short critical sections then cost no watch
+/// request; session expiry and suspension are noticed from the start regardless.
+pub(super) const NODE_WATCH_DELAY: Duration = Duration::from_millis(10);
+
 /// When a holder starts watching its own node for deletion by someone else.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum NodeWatch {

@@ -56,6 +56,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use tracing::{info, warn, Instrument, Span};
 use zookeeper_client::Client;
 
 use crate::error::{Error, Result};
@@ -63,6 +64,7 @@ use crate::path;
 use crate::session::{retry, Session};
 
 pub use holding::Loss;
+use holding::NODE_WATCH_DELAY;
 pub(crate) use holding::{Holding, NodeWatch, Trust};
 pub(crate) use leaving::Left;
 pub(crate) use order::sort_contenders;
@@ -195,6 +197,62 @@ impl Queue {
             }
         }
         Ok(contenders)
+    }
+
+    /// Enters the queue and waits, within `wait`, to hold, under `span` (whose `node` field
+    /// records the node): a holding, watched for its loss (deletion of its node from
+    /// [`NODE_WATCH_DELAY`] on); `None`, with the node deleted, if the deadline passed first
+    /// (with [`Wait::Never`]: if it did not hold at once). A contender whose node is lost
+    /// while it waits (deleted by someone, or gone with its expired session) enters again, at
+    /// the end of the queue.
+    ///
+    /// Not an `async fn`: a waiting acquisition is stored by the task that awaits it, so it
+    /// keeps nothing but what it needs.
+    ///
+    /// # Notable errors
+    /// As [`enter`](Self::enter) and [`Contender::wait_first`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped acquisition deletes its node in the background, even if the
+    /// reply to its create was lost.
+    pub(crate) fn hold<'a>(
+        &'a self,
+        session: &'a Session,
+        wait: Wait,
+        span: Span,
+    ) -> impl Future<Output = Result<Option<Holding>>> + Send + 'a {
+        let started = Instant::now();
+        async move {
+            loop {
+                // Boxed: entering takes no room in a waiting acquisition.
+                let entering = Box::pin(self.enter(session, &[], wait));
+                let Some(mut contender) = entering.await? else {
+                    return Ok(None);
+                };
+                Span::current().record("node", contender.node());
+                let turn = match wait {
+                    Wait::Never if !contender.is_first() => Turn::Late,
+                    _ => contender.wait_first(wait).await?,
+                };
+                match turn {
+                    Turn::First => {
+                        let holding = Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY));
+                        info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
+                        return Ok(Some(holding));
+                    }
+                    Turn::Late => {
+                        info!("not acquired in time");
+                        // Boxed: leaving takes no room in a waiting acquisition.
+                        Box::pin(contender.give_up()).await;
+                        return Ok(None);
+                    }
+                    Turn::Evicted | Turn::Expired => {
+                        warn!(?turn, "out of the queue; entering again")
+                    }
+                }
+            }
+        }
+        .instrument(span)
     }
 
     /// The children of the root (none if it does not exist).
