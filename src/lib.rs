@@ -39,10 +39,12 @@ mod error;
 mod lock;
 mod path;
 mod queue;
+mod rwlock;
 mod session;
 
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
 pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
 pub use queue::Loss;
+pub use rwlock::{RwLock, RwLockGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use session::{Session, SessionBuilder, SessionEvent};

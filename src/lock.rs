@@ -14,7 +14,8 @@ use crate::queue::{Blockers, Holding, Loss, Queue, Wait};
 use crate::session::Session;
 
 /// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and
-/// swap [`Mutex`] for another lock or an in-memory fake in its own tests.
+/// swap [`Mutex`] for another lock (the write side of an [`RwLock`](crate::RwLock)) or an
+/// in-memory fake in its own tests.
 ///
 /// # Cancel safety
 /// Implementations must be cancel safe: a dropped acquisition leaves nothing held. [`Mutex`]
@@ -272,6 +273,11 @@ impl LockGuard for MutexGuard {
     }
 }
 
+/// A guard as a trait object.
+pub(crate) fn boxed(guard: impl LockGuard + 'static) -> Box<dyn LockGuard> {
+    Box::new(guard)
+}
+
 #[async_trait]
 impl DistributedLock for Mutex {
     async fn lock(&self) -> Result<Box<dyn LockGuard>> {
@@ -279,14 +285,10 @@ impl DistributedLock for Mutex {
     }
 
     async fn try_lock(&self) -> Result<Option<Box<dyn LockGuard>>> {
-        Ok(Mutex::try_lock(self)
-            .await?
-            .map(|guard| Box::new(guard) as Box<dyn LockGuard>))
+        Ok(Mutex::try_lock(self).await?.map(boxed))
     }
 
     async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn LockGuard>>> {
-        Ok(Mutex::try_lock_for(self, timeout)
-            .await?
-            .map(|guard| Box::new(guard) as Box<dyn LockGuard>))
+        Ok(Mutex::try_lock_for(self, timeout).await?.map(boxed))
     }
 }

@@ -1,0 +1,291 @@
+//! The distributed read/write lock: [`RwLock`], [`RwLockReadGuard`], [`RwLockWriteGuard`].
+//!
+//! Many readers or one writer at a time across every process, session and task that locks
+//! the same path; contenders are served in order of arrival.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tracing::{field, info_span};
+
+use crate::error::{Error, Result};
+use crate::lock::{boxed, DistributedLock, LockGuard};
+use crate::queue::{Blockers, Holding, Loss, Queue, Wait};
+use crate::session::Session;
+
+/// Whether a contender is a writer: ours and Curator's `…__WRIT__<seq>`, kazoo's
+/// `<hex>__lock__<seq>` (kazoo's readers are `<hex>__rlock__<seq>`).
+fn is_writer(name: &str) -> bool {
+    name.contains("__WRIT__") || name.contains("__lock__")
+}
+
+/// A distributed read/write lock: many readers or one writer at a time, across every
+/// process, session and task that locks the same path.
+///
+/// Every acquisition enters one queue under the lock path with an EPHEMERAL_SEQUENTIAL node
+/// named `_c_<uuid>-__READ__<seq>` or `_c_<uuid>-__WRIT__<seq>`, as Apache Curator's
+/// `InterProcessReadWriteLock` does, so Rust and Java services can share one lock.
+///
+/// * **Who holds.** A writer holds when it is first in the queue; a reader holds when no
+///   writer is ahead of it. So the lock is fair: a writer waits only for those who came
+///   before it, and a reader that arrives after a waiting writer waits for that writer.
+/// * **No herd.** A waiting writer watches only the node just ahead of it; a waiting reader
+///   watches only the closest writer ahead of it, never a reader. When a writer goes, the
+///   readers right behind it all hold (each was waiting on it alone), and so does a writer
+///   right behind it.
+/// * **Tasks.** Every [`read`](Self::read) and [`write`](Self::write) is a contender of its
+///   own, so tasks sharing one `RwLock` exclude each other exactly as processes do.
+/// * **No upgrade, no downgrade.** A `read()` while this task holds the write lock queues
+///   behind that writer like any other reader, and waits until it is released: awaited in
+///   the task that holds the write lock, it never returns (as with `tokio::sync::RwLock`).
+///   There is no downgrade: a read node made while writing is queued behind every writer
+///   that arrived meanwhile (sequence numbers only grow), so granting it at once, as
+///   Curator does for the thread that holds the write lock, would let such a writer in as
+///   soon as the write lock goes. Release the write lock and `read()` instead.
+/// * **Fencing, loss, leaving, session expiry** are those of [`Mutex`](crate::Mutex):
+///   tokens grow in queue order, so every writer's token is greater than that of every
+///   holder before it; guards learn when the lock can no longer be trusted; nothing is
+///   left behind by a timed-out, cancelled or dropped acquisition.
+///
+/// The lock path's own data holds the queue's hand-off mark: do not keep data of your own
+/// in it.
+///
+/// **Sharing a path with other libraries.** Curator's `InterProcessReadWriteLock` shares it
+/// fully. kazoo's `ReadLock` and `WriteLock` (`<hex>__rlock__<seq>`, `<hex>__lock__<seq>`)
+/// are ordered and told apart here, but kazoo sees our nodes only when made with
+/// `extra_lock_patterns` naming them (`["__WRIT__"]` for a reader, `["__WRIT__",
+/// "__READ__"]` for a writer; kazoo 2.7.1 and later); and a kazoo 2.8 `ReadLock` that has to
+/// wait watches the last writer of the whole queue, even one behind it (kazoo issue #649,
+/// fixed in 2.9), which deadlocks with that writer. Curator and kazoo cannot share a path
+/// with each other (each sorts the other's names wrongly), so a path has Curator or kazoo
+/// peers, not both. Curator and kazoo compare sequence numbers as strings; see the note on
+/// order across the wrap at [`Mutex`](crate::Mutex).
+///
+/// [`RwLock`] implements [`DistributedLock`] for its write side.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::RwLock;
+///
+/// let lock = RwLock::new(&session, "/locks/catalog")?;
+/// let reader = lock.read().await?; // many at once
+/// reader.release().await?;
+/// let writer = lock.write().await?; // alone
+/// writer.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RwLock {
+    session: Session,
+    readers: Queue,
+    writers: Queue,
+}
+
+impl RwLock {
+    /// A read/write lock on `path` (created, with missing parents, as container nodes on
+    /// first use).
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `path` is malformed or too long; nothing is sent to
+    ///   ZooKeeper.
+    pub fn new(session: &Session, path: &str) -> Result<RwLock> {
+        Ok(RwLock {
+            session: session.clone(),
+            readers: Queue::new(path, "__READ__", Blockers::Only(is_writer))?,
+            writers: Queue::new(path, "__WRIT__", Blockers::Every)?,
+        })
+    }
+
+    /// The lock path.
+    pub fn path(&self) -> &str {
+        self.readers.root()
+    }
+
+    /// Waits as long as it takes to hold the lock for reading: until no writer is ahead.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes.
+    /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.
+    /// * [`Error::Closed`] if the session was closed (also while waiting).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future deletes the waiter's node in the background, even
+    /// if the reply to its create was lost.
+    pub async fn read(&self) -> Result<RwLockReadGuard> {
+        self.acquire(Wait::Forever).await?.ok_or(Error::Closed)
+    }
+
+    /// Takes the read lock if no writer holds it or waits for it; never waits, neither on a
+    /// writer nor on the connection. One round trip; `None`, with the node deleted, if a
+    /// writer is ahead.
+    ///
+    /// # Notable errors
+    /// As [`read`](Self::read), and at once [`Error::ConnectionLoss`] if the connection is
+    /// down or broke while trying, [`Error::SessionExpired`] while a new session is made.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn try_read(&self) -> Result<Option<RwLockReadGuard>> {
+        self.acquire(Wait::Never).await
+    }
+
+    /// Waits at most `timeout` to hold the read lock; `None` if it did not, with the node
+    /// deleted. The bound covers waiting for a session, the connection and the writers.
+    ///
+    /// # Notable errors
+    /// As [`read`](Self::read).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn try_read_for(&self, timeout: Duration) -> Result<Option<RwLockReadGuard>> {
+        self.acquire(Wait::at_most(timeout)).await
+    }
+
+    /// Waits as long as it takes to hold the lock for writing: until first in the queue.
+    ///
+    /// # Notable errors
+    /// As [`read`](Self::read).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn write(&self) -> Result<RwLockWriteGuard> {
+        self.acquire(Wait::Forever).await?.ok_or(Error::Closed)
+    }
+
+    /// Takes the write lock if nobody holds the lock or waits for it; never waits. One
+    /// round trip; `None`, with the node deleted, if anyone is ahead.
+    ///
+    /// # Notable errors
+    /// As [`try_read`](Self::try_read).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn try_write(&self) -> Result<Option<RwLockWriteGuard>> {
+        self.acquire(Wait::Never).await
+    }
+
+    /// Waits at most `timeout` to hold the write lock; `None` if it did not, with the node
+    /// deleted.
+    ///
+    /// # Notable errors
+    /// As [`read`](Self::read).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`read`](Self::read).
+    pub async fn try_write_for(&self, timeout: Duration) -> Result<Option<RwLockWriteGuard>> {
+        self.acquire(Wait::at_most(timeout)).await
+    }
+
+    /// Waits, within `wait`, to hold the lock for writing if `WRITE`, else for reading.
+    async fn acquire<const WRITE: bool>(&self, wait: Wait) -> Result<Option<RwLockGuard<WRITE>>> {
+        let side = if WRITE { "write" } else { "read" };
+        let span = info_span!("zk.rwlock.acquire", path = %self.path(), side, node = field::Empty);
+        let queue = if WRITE { &self.writers } else { &self.readers };
+        let holding = queue.hold(&self.session, wait, span).await?;
+        Ok(holding.map(|holding| RwLockGuard { holding }))
+    }
+}
+
+/// Proof of holding an [`RwLock`] for reading.
+pub type RwLockReadGuard = RwLockGuard<false>;
+
+/// Proof of holding an [`RwLock`] for writing.
+pub type RwLockWriteGuard = RwLockGuard<true>;
+
+/// Proof of holding an [`RwLock`], for writing if `WRITE`, else for reading; releases the
+/// lock when dropped (in the background). Its methods mean what
+/// [`MutexGuard`](crate::MutexGuard)'s do.
+#[derive(Debug)]
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct RwLockGuard<const WRITE: bool> {
+    holding: Holding,
+}
+
+impl<const WRITE: bool> RwLockGuard<WRITE> {
+    /// The zxid that created the holder's node. Tokens grow in queue order: a writer's is
+    /// greater than that of every holder, reader or writer, before it.
+    pub fn fencing_token(&self) -> u64 {
+        self.holding.token()
+    }
+
+    /// Full path of the holder's znode.
+    pub fn node(&self) -> &str {
+        self.holding.node()
+    }
+
+    /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)).
+    pub fn is_lost(&self) -> bool {
+        self.holding.trust().is_lost()
+    }
+
+    /// Resolves once the lock can no longer be trusted: the session expired or was closed,
+    /// the connection was suspended, or the node was deleted; says which.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) -> Loss {
+        self.holding.trust().lost().await
+    }
+
+    /// Releases the lock and waits until the server confirms.
+    ///
+    /// # Notable errors
+    /// * [`Error::LockLost`] if it was lost before the release (the node, if still there,
+    ///   is deleted all the same).
+    /// * [`Error::ConnectionLoss`] at once if the connection is down; the node is then
+    ///   deleted in the background.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an unfinished release is finished in the background.
+    pub async fn release(self) -> Result<()> {
+        Box::pin(self.holding.release()).await
+    }
+}
+
+#[async_trait]
+impl LockGuard for RwLockWriteGuard {
+    fn fencing_token(&self) -> u64 {
+        RwLockWriteGuard::fencing_token(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        RwLockWriteGuard::is_lost(self)
+    }
+
+    async fn lost(&self) -> Loss {
+        RwLockWriteGuard::lost(self).await
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        RwLockWriteGuard::release(*self).await
+    }
+}
+
+/// The write side: `lock()` is [`write`](RwLock::write).
+#[async_trait]
+impl DistributedLock for RwLock {
+    async fn lock(&self) -> Result<Box<dyn LockGuard>> {
+        Ok(Box::new(self.write().await?))
+    }
+
+    async fn try_lock(&self) -> Result<Option<Box<dyn LockGuard>>> {
+        Ok(self.try_write().await?.map(boxed))
+    }
+
+    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn LockGuard>>> {
+        Ok(self.try_write_for(timeout).await?.map(boxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_writer;
+
+    #[test]
+    fn tells_writers_from_readers() {
+        assert!(is_writer("_c_0f8e-__WRIT__0000000003"));
+        assert!(is_writer("9b1d2c__lock__0000000004"));
+        assert!(!is_writer("_c_0f8e-__READ__0000000005"));
+        assert!(!is_writer("9b1d2c__rlock__0000000006"));
+    }
+}
