@@ -10,7 +10,7 @@ use tracing::{field, info_span};
 
 use crate::error::{Error, Result};
 use crate::lock::{boxed, DistributedLock, LockGuard};
-use crate::queue::{Blockers, Holding, Loss, Queue, Wait};
+use crate::queue::{guard_methods, Blockers, Holding, Loss, Queue, Wait};
 use crate::session::Session;
 
 /// Whether a contender is a writer: ours and Curator's `…__WRIT__<seq>`, kazoo's
@@ -193,8 +193,8 @@ pub type RwLockReadGuard = RwLockGuard<false>;
 pub type RwLockWriteGuard = RwLockGuard<true>;
 
 /// Proof of holding an [`RwLock`], for writing if `WRITE`, else for reading; releases the
-/// lock when dropped (in the background). Its methods mean what
-/// [`MutexGuard`](crate::MutexGuard)'s do.
+/// lock when dropped (in the background). Tokens grow in queue order: a writer's is greater
+/// than that of every holder, reader or writer, before it.
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct RwLockGuard<const WRITE: bool> {
@@ -202,44 +202,7 @@ pub struct RwLockGuard<const WRITE: bool> {
 }
 
 impl<const WRITE: bool> RwLockGuard<WRITE> {
-    /// The zxid that created the holder's node. Tokens grow in queue order: a writer's is
-    /// greater than that of every holder, reader or writer, before it.
-    pub fn fencing_token(&self) -> u64 {
-        self.holding.token()
-    }
-
-    /// Full path of the holder's znode.
-    pub fn node(&self) -> &str {
-        self.holding.node()
-    }
-
-    /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)).
-    pub fn is_lost(&self) -> bool {
-        self.holding.trust().is_lost()
-    }
-
-    /// Resolves once the lock can no longer be trusted: the session expired or was closed,
-    /// the connection was suspended, or the node was deleted; says which.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn lost(&self) -> Loss {
-        self.holding.trust().lost().await
-    }
-
-    /// Releases the lock and waits until the server confirms.
-    ///
-    /// # Notable errors
-    /// * [`Error::LockLost`] if it was lost before the release (the node, if still there,
-    ///   is deleted all the same).
-    /// * [`Error::ConnectionLoss`] at once if the connection is down; the node is then
-    ///   deleted in the background.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: an unfinished release is finished in the background.
-    pub async fn release(self) -> Result<()> {
-        Box::pin(self.holding.release()).await
-    }
+    guard_methods!("lock");
 }
 
 #[async_trait]

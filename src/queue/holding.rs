@@ -245,3 +245,54 @@ impl Watching {
         }
     }
 }
+
+/// The methods a guard shares with every other guard on a [`Holding`] (kept in its field
+/// `holding`): `fencing_token`, `node`, `is_lost`, `lost` and `release`. `$what` names what
+/// it holds in their docs (`"lock"`, `"lease"`).
+macro_rules! guard_methods {
+    ($what:literal) => {
+        #[doc = concat!("The fencing token: the zxid that created the ", $what, "'s node. ")]
+        #[doc = "It is greater for every node created later, so a resource that remembers"]
+        #[doc = "the largest token it has accepted can refuse a stale holder."]
+        pub fn fencing_token(&self) -> u64 {
+            self.holding.token()
+        }
+
+        #[doc = concat!("Full path of the ", $what, "'s znode.")]
+        pub fn node(&self) -> &str {
+            self.holding.node()
+        }
+
+        #[doc = concat!("Whether the ", $what, " can no longer be trusted (see [`lost`](Self::lost)).")]
+        pub fn is_lost(&self) -> bool {
+            self.holding.trust().is_lost()
+        }
+
+        #[doc = concat!("Resolves once the ", $what, " can no longer be trusted: the session")]
+        #[doc = "expired or was closed, the connection was suspended, or the node was deleted;"]
+        #[doc = "says which."]
+        #[doc = ""]
+        #[doc = "# Cancel safety"]
+        #[doc = "Cancel safe."]
+        pub async fn lost(&self) -> $crate::queue::Loss {
+            self.holding.trust().lost().await
+        }
+
+        #[doc = concat!("Releases the ", $what, " and waits until the server confirms.")]
+        #[doc = ""]
+        #[doc = "# Notable errors"]
+        #[doc = "* [`Error::LockLost`](crate::Error::LockLost) if it was lost before the release"]
+        #[doc = "  (the node, if still there, is deleted all the same)."]
+        #[doc = "* [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) at once if the"]
+        #[doc = "  connection is down; the node is then deleted in the background."]
+        #[doc = ""]
+        #[doc = "# Cancel safety"]
+        #[doc = "Cancel safe: an unfinished release is finished in the background."]
+        pub async fn release(self) -> $crate::error::Result<()> {
+            // Boxed: a caller that awaits an acquisition then the release in one future
+            // reserves room for the larger of the two while it waits.
+            Box::pin(self.holding.release()).await
+        }
+    };
+}
+pub(crate) use guard_methods;

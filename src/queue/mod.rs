@@ -65,7 +65,7 @@ use crate::session::{retry, Session};
 
 pub use holding::Loss;
 use holding::NODE_WATCH_DELAY;
-pub(crate) use holding::{Holding, NodeWatch, Trust};
+pub(crate) use holding::{guard_methods, Holding, NodeWatch, Trust};
 pub(crate) use leaving::Left;
 pub(crate) use order::sort_contenders;
 pub(crate) use waiting::Turn;
