@@ -2,7 +2,8 @@
 //!
 //! Each variant says what the caller can do about it: fix the input
 //! ([`Error::InvalidPath`], [`Error::InvalidArgument`], [`Error::InvalidConnectString`]),
-//! fix the ensemble's configuration ([`Error::NoAuth`], [`Error::EphemeralParent`]),
+//! fix the ensemble's or the participants' configuration ([`Error::NoAuth`],
+//! [`Error::EphemeralParent`], [`Error::MaxLeasesConflict`]),
 //! try again later ([`Error::Unreachable`], [`Error::ConnectionLoss`],
 //! [`Error::SessionExpired`]), or stop ([`Error::Closed`], [`Error::LockLost`]). Each
 //! variant has one meaning; none is used inside the crate to steer its own retries.
@@ -77,6 +78,19 @@ pub enum Error {
     LockLost {
         /// The node that held the lock.
         node: String,
+    },
+
+    /// Participants of one [`Semaphore`](crate::Semaphore) disagree about its maximum: leases
+    /// are held under the maximum recorded at the semaphore, not this one. Nothing was
+    /// acquired; give every participant the same maximum.
+    #[error("semaphore {path:?} is in use with at most {recorded} leases, not {ours}")]
+    MaxLeasesConflict {
+        /// The semaphore's path.
+        path: String,
+        /// The maximum this participant was made with.
+        ours: u32,
+        /// The maximum recorded by the participants that hold leases.
+        recorded: u32,
     },
 
     /// The [`Session`](crate::Session) was closed.

@@ -40,6 +40,7 @@ mod lock;
 mod path;
 mod queue;
 mod rwlock;
+mod semaphore;
 mod session;
 
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
@@ -47,4 +48,5 @@ pub use error::{Error, Result};
 pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
 pub use queue::Loss;
 pub use rwlock::{RwLock, RwLockGuard, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Lease, Semaphore};
 pub use session::{Session, SessionBuilder, SessionEvent};

@@ -177,7 +177,7 @@ impl Creating {
         Some(Contender {
             session: self.session.clone(),
             client: Arc::downgrade(&self.client),
-            place: Place::of(&self.root, &ahead),
+            place: Place::of(&self.root, &ahead, self.blockers.crowded(children.len())),
             // One that entered first is seen as first by every successor already.
             marks: matches!(self.blockers, Blockers::Every) && ahead.count > 0,
             blockers: self.blockers,
@@ -224,9 +224,10 @@ impl Drop for Creating {
 }
 
 impl Place {
-    /// Where a listing puts a contender under `root`.
-    pub(super) fn of(root: &str, ahead: &Ahead<'_>) -> Place {
+    /// Where a listing puts a contender under `root`, in a root that is `crowded` or not.
+    pub(super) fn of(root: &str, ahead: &Ahead<'_>, crowded: bool) -> Place {
         match ahead.blocker {
+            None if crowded => Place::Crowded,
             None => Place::First,
             Some(name) => Place::Behind {
                 blocker: path::join(root, name).into_boxed_str(),

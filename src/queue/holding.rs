@@ -73,8 +73,8 @@ impl Trust {
     }
 }
 
-/// A contender that holds: first, with its node known to exist. Dropping it deletes the
-/// node in the background.
+/// A contender that holds (first, or among few enough), with its node known to exist.
+/// Dropping it deletes the node in the background.
 #[derive(Debug)]
 pub(crate) struct Holding {
     contender: Option<Contender>,
@@ -85,7 +85,8 @@ pub(crate) struct Holding {
 }
 
 impl Holding {
-    /// Starts watching `contender`, which must be first, for its loss.
+    /// Starts watching `contender`, which must hold (be first, or among few enough), for its
+    /// loss.
     pub(crate) fn start(contender: Contender, node_watch: NodeWatch) -> Holding {
         let (report, loss) = watch::channel(None);
         let asked = Arc::new(Notify::new());

@@ -30,6 +30,11 @@
 //! any queue length, and a contender reports holding only while its own node is known to
 //! exist.
 //!
+//! Who blocks a contender is the recipe's choice ([`Blockers`]): every one ahead (a mutex,
+//! a leader, a writer), some names only (a reader waits on the closest writer ahead, never
+//! on a reader), or the crowd: a semaphore's lease holds while the root has at most so many
+//! children, itself included, and waits on a child watch of the root until it has.
+//!
 //! # Leaving
 //!
 //! A contender owns its node: leaving, giving up, and dropping it all delete the node (in
@@ -92,6 +97,10 @@ pub(crate) enum Blockers {
     /// Only those whose names this accepts (a reader: writers only). Several may hold at
     /// once, and a holder does not know whether it is first, so none marks the root.
     Only(fn(&str) -> bool),
+    /// None by name: it holds while the root has at most this many children, itself
+    /// included, whatever their order (a semaphore's lease, counted as Curator counts). It
+    /// waits on a child watch of the root; several hold at once, and none marks the root.
+    Crowd(u32),
 }
 
 impl Blockers {
@@ -99,6 +108,15 @@ impl Blockers {
         match self {
             Blockers::Every => true,
             Blockers::Only(blocks) => blocks(name),
+            Blockers::Crowd(_) => false,
+        }
+    }
+
+    /// Whether a root with `children` children keeps such a contender from holding.
+    fn crowded(self, children: usize) -> bool {
+        match self {
+            Blockers::Crowd(max) => usize::try_from(max).is_ok_and(|max| children > max),
+            Blockers::Every | Blockers::Only(_) => false,
         }
     }
 }
@@ -298,6 +316,8 @@ pub(crate) struct Contender {
 enum Place {
     /// No one ahead blocks it.
     First,
+    /// The root has more children than it may (see [`Blockers::Crowd`]).
+    Crowded,
     /// Behind `blocker` (a full path), which was first when last looked if `blocker_first`.
     Behind {
         blocker: Box<str>,
@@ -316,8 +336,8 @@ impl Contender {
         u64::try_from(self.czxid).unwrap_or_default()
     }
 
-    /// Whether no one ahead is known to block it (for [`Blockers::Every`]: whether it is
-    /// first).
+    /// Whether nothing is known to keep it from holding (for [`Blockers::Every`]: whether it
+    /// is first).
     pub(crate) fn is_first(&self) -> bool {
         matches!(self.place, Place::First)
     }

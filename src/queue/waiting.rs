@@ -1,5 +1,6 @@
 //! Waiting to be first: watch the blocker, and when it is gone confirm our own node and
-//! learn, in one request, whether anyone can still be ahead.
+//! learn, in one request, whether anyone can still be ahead. Waiting for a crowded root to
+//! thin out: list it with a child watch until few enough are left.
 
 use tracing::{debug, warn};
 use zookeeper_client::{Client, EventType, MultiReadResult};
@@ -13,7 +14,8 @@ use crate::session::{reconnected, retry, terminal};
 /// How a wait to be first ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Turn {
-    /// First, with the own node known to exist.
+    /// First (for [`Blockers::Crowd`](super::Blockers::Crowd): among few enough), with the
+    /// own node known to exist.
     First,
     /// The deadline passed first; the contender keeps its place.
     Late,
@@ -99,12 +101,18 @@ impl Contender {
 
     async fn wait_until_first(&mut self) -> Result<Turn> {
         loop {
-            let Place::Behind {
-                blocker,
-                blocker_first,
-            } = &self.place
-            else {
-                return Ok(Turn::First);
+            let (blocker, blocker_first) = match &self.place {
+                Place::First => return Ok(Turn::First),
+                Place::Crowded => {
+                    if !Box::pin(self.thinned()).await? {
+                        return Ok(self.evicted());
+                    }
+                    continue;
+                }
+                Place::Behind {
+                    blocker,
+                    blocker_first,
+                } => (blocker, blocker_first),
             };
             self.gone(blocker).await?;
             // Boxed, here and below: what runs after a wake-up takes no room while waiting.
@@ -196,8 +204,37 @@ impl Contender {
         let seq = sequence(own).unwrap_or_default();
         let ahead = Ahead::of(&children, seq, |name| self.blockers.blocks(name));
         debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
-        self.place = Place::of(root, &ahead);
+        self.place = Place::of(root, &ahead, self.blockers.crowded(children.len()));
         Ok(true)
+    }
+
+    /// Lists the root with a child watch until it has few enough children to hold (then
+    /// `true`, with our node in the listing) or our node is not among them (`false`). Every
+    /// notification is only a reason to list again; the watch goes with the last listing.
+    async fn thinned(&mut self) -> Result<bool> {
+        let (root, own) = self.root_and_name();
+        let holds = loop {
+            let (children, watcher) = {
+                let client = self.client()?;
+                retry(&client, || client.list_and_watch_children(root)).await?
+            };
+            if !children.iter().any(|child| child == own) {
+                break false;
+            }
+            if !self.blockers.crowded(children.len()) {
+                debug!(node = %self.node, children = children.len(), "few enough; holds");
+                break true;
+            }
+            debug!(node = %self.node, children = children.len(), "crowded; watching the root");
+            let event = watcher.changed().await;
+            if event.event_type == EventType::Session {
+                return Err(terminal(event.session_state));
+            }
+        };
+        if holds {
+            self.place = Place::First;
+        }
+        Ok(holds)
     }
 }
 

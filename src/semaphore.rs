@@ -1,0 +1,287 @@
+//! The distributed counting semaphore: [`Semaphore`] and its [`Lease`].
+//!
+//! At most so many leases at a time across every process, session and task that acquires
+//! on the same path; acquirers are served in order of arrival.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{debug, field, info_span, Instrument};
+use zookeeper_client::Client;
+
+use crate::error::{Error, Result};
+use crate::lock::Mutex;
+use crate::path;
+use crate::queue::{guard_methods, Blockers, Holding, Queue, Wait};
+use crate::session::{retry, Session};
+
+/// What the leases node's data says before the maximum its users agreed on.
+const RECORD: &str = "zk-recipes max leases ";
+
+/// How many times a record is written while others change the leases node meanwhile.
+const RECORD_ATTEMPTS: usize = 3;
+
+/// The maximum a leases node's data records, if it is a record.
+fn recorded(data: &[u8]) -> Option<u32> {
+    std::str::from_utf8(data)
+        .ok()?
+        .strip_prefix(RECORD)?
+        .parse()
+        .ok()
+}
+
+/// A distributed counting semaphore: at most `max` leases at a time, across every process,
+/// session and task that acquires on the same path.
+///
+/// The layout is Apache Curator's `InterProcessSemaphoreV2`, so Rust and Java services can
+/// share one semaphore. A [`Mutex`] on `<path>/locks` (Curator's `InterProcessMutex`
+/// there) lets one acquirer in at a time. That acquirer creates its lease, an
+/// EPHEMERAL_SEQUENTIAL `<path>/leases/_c_<uuid>-lease-<seq>`, and holds it once
+/// `<path>/leases` has at most `max` children, its own included, as Curator counts; until
+/// then it alone watches the lease list. It lets the next acquirer in once it holds.
+///
+/// * **No herd.** Waiting acquirers wait in the mutex's queue, each watching only its
+///   predecessor; one watch on the lease list at a time.
+/// * **Fairness.** Leases are handed out in the order acquirers arrived at the mutex.
+/// * **Tasks.** Every [`acquire`](Self::acquire) is an acquirer of its own: tasks sharing
+///   one `Semaphore` count exactly as processes do.
+/// * **Fencing, loss, leaving, session expiry** are those of [`Mutex`]: a lease's token is
+///   the zxid that created its node; [`Lease::lost`] resolves when the session expires or
+///   is closed, the connection is suspended, or the lease node is deleted; a timed-out,
+///   cancelled or dropped acquisition leaves neither a lease nor a mutex node behind; a
+///   lease holder's expired session frees its lease.
+/// * **One maximum.** Every participant must use the same `max`. This crate records its
+///   maximum in the data of `<path>/leases` and compares on every acquisition: an acquirer
+///   whose maximum differs from the one recorded while leases are held fails with
+///   [`Error::MaxLeasesConflict`] (an acquirer that finds only a stale record, with no
+///   lease held, records its own). Curator records nothing and reads nothing: a Curator
+///   participant with another maximum is not detected, and takes leases by its own count.
+///
+/// The data of `<path>/locks` holds the mutex's hand-off mark, and that of
+/// `<path>/leases` the maximum: do not keep data of your own in them.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::Semaphore;
+///
+/// let crawlers = Semaphore::new(&session, "/semaphores/crawlers", 3)?;
+/// let lease = crawlers.acquire().await?; // one of at most 3
+/// // ... crawl ...
+/// lease.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    session: Session,
+    gate: Mutex,
+    leases: Queue,
+    max: u32,
+}
+
+impl Semaphore {
+    /// A semaphore on `path` with at most `max` leases at a time (`path`, `<path>/locks`
+    /// and `<path>/leases` are created, with missing parents, as container nodes on first
+    /// use).
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `path` is malformed or too long.
+    /// * [`Error::InvalidArgument`] if `max` is 0.
+    ///
+    /// Nothing is sent to ZooKeeper.
+    pub fn new(session: &Session, path: &str, max: u32) -> Result<Semaphore> {
+        let path = path::validate_root(path)?;
+        if max == 0 {
+            return Err(Error::InvalidArgument(
+                "a semaphore needs a maximum of at least 1 lease".into(),
+            ));
+        }
+        Ok(Semaphore {
+            session: session.clone(),
+            gate: Mutex::new(session, &path::join(path, "locks"))?,
+            leases: Queue::new(&path::join(path, "leases"), "lease-", Blockers::Crowd(max))?,
+            max,
+        })
+    }
+
+    /// The semaphore's path.
+    pub fn path(&self) -> &str {
+        self.leases
+            .root()
+            .rsplit_once('/')
+            .map_or("", |(path, _)| path)
+    }
+
+    /// The most leases held at a time.
+    pub fn max_leases(&self) -> u32 {
+        self.max
+    }
+
+    /// Waits as long as it takes to hold a lease.
+    ///
+    /// # Notable errors
+    /// * [`Error::MaxLeasesConflict`] if leases are held under another maximum.
+    /// * [`Error::NoAuth`] if the ACL of the path (or a parent) denies creating nodes.
+    /// * [`Error::EphemeralParent`] if the path lies under an ephemeral node.
+    /// * [`Error::Closed`] if the session was closed (also while waiting).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future deletes its lease and its mutex node in the
+    /// background, even if the reply to a create was lost.
+    pub async fn acquire(&self) -> Result<Lease> {
+        self.acquire_within(Wait::Forever)
+            .await?
+            .ok_or(Error::Closed)
+    }
+
+    /// Takes a lease if one is free and no other acquirer is under way; never waits,
+    /// neither on holders nor on the connection. `None`, with its nodes deleted, if not.
+    ///
+    /// # Notable errors
+    /// As [`acquire`](Self::acquire), and at once [`Error::ConnectionLoss`] if the
+    /// connection is down or broke while trying, [`Error::SessionExpired`] while a new
+    /// session is made.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<Lease>> {
+        self.acquire_within(Wait::Never).await
+    }
+
+    /// Waits at most `timeout` to hold a lease; `None` if it did not, with its nodes
+    /// deleted. The bound covers waiting for a session, the connection, other acquirers
+    /// and holders.
+    ///
+    /// # Notable errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire_for(&self, timeout: Duration) -> Result<Option<Lease>> {
+        self.acquire_within(Wait::at_most(timeout)).await
+    }
+
+    /// Passes the gate (the mutex), takes a lease, and lets the next acquirer in.
+    async fn acquire_within(&self, wait: Wait) -> Result<Option<Lease>> {
+        let span = info_span!("zk.semaphore.acquire", path = %self.path(), max = self.max);
+        async {
+            let Some(gate) = self.gate.acquire(wait).await? else {
+                return Ok(None);
+            };
+            let leased = self.lease(wait).await;
+            if let Err(err) = gate.release().await {
+                debug!(%err, "the gate is left in the background");
+            }
+            Ok(leased?.map(|holding| Lease { holding }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Inside the gate: checks the maximum, waits for few enough leases, records it.
+    async fn lease(&self, wait: Wait) -> Result<Option<Holding>> {
+        let checked = pin!(async {
+            let client = match wait {
+                Wait::Never => self.session.connected()?,
+                Wait::Until(_) | Wait::Forever => self.session.live().await?,
+            };
+            self.check(&client, 0).await
+        });
+        let Some(unrecorded) = wait.bound(checked).await? else {
+            return Ok(None);
+        };
+        let span = info_span!("zk.semaphore.lease", node = field::Empty);
+        let Some(holding) = self.leases.hold(&self.session, wait, span).await? else {
+            return Ok(None);
+        };
+        if let (Some(version), Ok(client)) = (unrecorded, self.session.connected()) {
+            if let Err(err) = self.record(&client, version).await {
+                let _ = holding.release().await;
+                return Err(err);
+            }
+        }
+        Ok(Some(holding))
+    }
+
+    /// Compares the maximum recorded at the leases node with ours, counting `ours` of its
+    /// leases as our own: `None` if ours is recorded (or the data is someone else's), the
+    /// version to record ours at if none is or only a stale one (no other lease held).
+    ///
+    /// # Notable errors
+    /// * [`Error::MaxLeasesConflict`] if another maximum is recorded while others hold.
+    async fn check(&self, client: &Client, ours: i32) -> Result<Option<i32>> {
+        let leases = self.leases.root();
+        let (data, stat) = match retry(client, || client.get_data(leases)).await {
+            Ok(read) => read,
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(Some(0)),
+            Err(Error::ZooKeeper(err)) => return Err(Error::at(leases, err)),
+            Err(err) => return Err(err),
+        };
+        match recorded(&data) {
+            Some(max) if max == self.max => Ok(None),
+            Some(max) if stat.num_children > ours => Err(Error::MaxLeasesConflict {
+                path: self.path().to_owned(),
+                ours: self.max,
+                recorded: max,
+            }),
+            Some(_) => Ok(Some(stat.version)),
+            None if data.is_empty() => Ok(Some(stat.version)),
+            None => Ok(None),
+        }
+    }
+
+    /// Records our maximum at the leases node, holding one lease, if the node is still at
+    /// `version`; else checks again. A record that cannot be written is left to the next
+    /// acquirer.
+    ///
+    /// # Notable errors
+    /// * [`Error::MaxLeasesConflict`] as [`check`](Self::check).
+    async fn record(&self, client: &Arc<Client>, mut version: i32) -> Result<()> {
+        let leases = self.leases.root();
+        let record = format!("{RECORD}{}", self.max);
+        for _ in 0..RECORD_ATTEMPTS {
+            let written = retry(client, || {
+                client.set_data(leases, record.as_bytes(), Some(version))
+            });
+            match written.await {
+                Ok(_) => return Ok(()),
+                Err(Error::ZooKeeper(zookeeper_client::Error::BadVersion)) => {
+                    match self.check(client, 1).await? {
+                        Some(now) => version = now,
+                        None => return Ok(()),
+                    }
+                }
+                Err(err) => {
+                    debug!(%err, "cannot record the maximum; left to the next acquirer");
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A lease of a [`Semaphore`]; returned to it when dropped (in the background). Its methods
+/// mean what [`MutexGuard`](crate::MutexGuard)'s do.
+#[derive(Debug)]
+#[must_use = "the lease is returned when it is dropped"]
+pub struct Lease {
+    holding: Holding,
+}
+
+impl Lease {
+    guard_methods!("lease");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_only_its_own_record() {
+        assert_eq!(recorded(format!("{RECORD}3").as_bytes()), Some(3));
+        assert_eq!(recorded(b""), None);
+        assert_eq!(recorded(b"zk-recipes first left 7"), None);
+        assert_eq!(recorded(format!("{RECORD}-1").as_bytes()), None);
+    }
+}
