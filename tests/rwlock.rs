@@ -1,0 +1,449 @@
+//! The read/write lock against real ZooKeeper servers started by the harness.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{await_count, await_empty, children, name, unique_root, Ensemble};
+use zk_recipes::{DistributedLock, Error, Loss, RwLock, Session};
+use zookeeper_client::Client;
+
+/// Upper bound for anything a test waits on; reaching it fails the test.
+const PATIENCE: Duration = Duration::from_secs(30);
+/// How long a waiter must keep waiting to count as "not let in".
+const STILL_WAITING: Duration = Duration::from_millis(300);
+
+async fn session(ensemble: &Ensemble) -> Session {
+    Session::builder()
+        .session_timeout(Duration::from_secs(4))
+        .connect(&ensemble.connect_string())
+        .await
+        .expect("connect")
+}
+
+fn client(session: &Session) -> Client {
+    session.client().expect("live session")
+}
+
+/// Who is inside, across every task of a test.
+#[derive(Default)]
+struct Inside {
+    readers: AtomicUsize,
+    writers: AtomicUsize,
+    most_readers: AtomicUsize,
+}
+
+/// 6 readers and 3 writers over 3 sessions, `rounds` sections each: a writer is always
+/// alone, readers overlap, writers' tokens grow.
+async fn readers_share_writers_exclude(ensemble: &Ensemble, rounds: usize) {
+    let root = unique_root("rw-share");
+    let inside = Arc::new(Inside::default());
+    let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut sessions = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let session = session(ensemble).await;
+        for c in 0..3 {
+            let lock = RwLock::new(&session, &root).unwrap();
+            let (inside, tokens) = (inside.clone(), tokens.clone());
+            let writer = c == 0;
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..rounds {
+                    if writer {
+                        let guard = lock.write().await.expect("write");
+                        assert_eq!(inside.writers.fetch_add(1, Ordering::SeqCst), 0);
+                        assert_eq!(inside.readers.load(Ordering::SeqCst), 0, "a reader inside");
+                        tokens.lock().unwrap().push(guard.fencing_token());
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        assert!(!guard.is_lost());
+                        inside.writers.fetch_sub(1, Ordering::SeqCst);
+                        guard.release().await.expect("release");
+                    } else {
+                        let guard = lock.read().await.expect("read");
+                        let now = inside.readers.fetch_add(1, Ordering::SeqCst) + 1;
+                        inside.most_readers.fetch_max(now, Ordering::SeqCst);
+                        assert_eq!(inside.writers.load(Ordering::SeqCst), 0, "a writer inside");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        assert_eq!(inside.writers.load(Ordering::SeqCst), 0, "a writer inside");
+                        assert!(!guard.is_lost());
+                        inside.readers.fetch_sub(1, Ordering::SeqCst);
+                        guard.release().await.expect("release");
+                    }
+                }
+            }));
+        }
+        sessions.push(session);
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(240), task)
+            .await
+            .expect("contenders finished")
+            .expect("contender panicked");
+    }
+    assert!(
+        inside.most_readers.load(Ordering::SeqCst) >= 2,
+        "readers never overlapped"
+    );
+    let tokens = tokens.lock().unwrap().clone();
+    assert_eq!(tokens.len(), 3 * rounds);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "writer tokens");
+    await_empty(&client(&sessions[0]), &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readers_share_and_writers_exclude_on_standalone() {
+    readers_share_writers_exclude(Ensemble::shared(1).await, 20).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readers_share_and_writers_exclude_on_ensemble() {
+    readers_share_writers_exclude(Ensemble::shared(3).await, 10).await;
+}
+
+/// Fairness: a writer waits behind a reader; a reader that comes after that writer waits
+/// for it, even though only a reader holds; the writer holds once the first reader leaves,
+/// and the late reader once the writer leaves.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_behind_a_waiting_writer_waits_for_it() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("rw-fair");
+    let (a, b, c) = (
+        session(ensemble).await,
+        session(ensemble).await,
+        session(ensemble).await,
+    );
+    let observer = client(&a);
+    let first = RwLock::new(&a, &root).unwrap().read().await.unwrap();
+    let writer = RwLock::new(&b, &root).unwrap();
+    assert!(
+        writer.try_write().await.unwrap().is_none(),
+        "a reader holds"
+    );
+    let writer = tokio::spawn(async move { writer.write().await });
+    await_count(&observer, &root, 2).await;
+
+    let late = RwLock::new(&c, &root).unwrap();
+    assert!(
+        late.try_read().await.unwrap().is_none(),
+        "a reader went ahead of a waiting writer"
+    );
+    let late = tokio::spawn(async move { late.read().await });
+    await_count(&observer, &root, 3).await;
+    tokio::time::sleep(STILL_WAITING).await;
+    assert!(!writer.is_finished() && !late.is_finished());
+
+    first.release().await.unwrap();
+    let writer = tokio::time::timeout(PATIENCE, writer)
+        .await
+        .expect("the writer holds once the reader left")
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(STILL_WAITING).await;
+    assert!(
+        !late.is_finished(),
+        "the late reader entered with the writer"
+    );
+    writer.release().await.unwrap();
+    let late = tokio::time::timeout(PATIENCE, late)
+        .await
+        .expect("the late reader holds once the writer left")
+        .unwrap()
+        .unwrap();
+    assert!(late.fencing_token() > 0);
+    late.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+/// Readers waiting behind a writer all hold together once it goes.
+#[tokio::test(flavor = "multi_thread")]
+async fn readers_behind_a_writer_enter_together() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("rw-together");
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let observer = client(&a);
+    let writer = RwLock::new(&a, &root).unwrap().write().await.unwrap();
+    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let (leave, _) = tokio::sync::broadcast::channel::<()>(1);
+    let mut readers = Vec::new();
+    for i in 0..3 {
+        let lock = RwLock::new(if i % 2 == 0 { &a } else { &b }, &root).unwrap();
+        let (entered, mut leave) = (entered_tx.clone(), leave.subscribe());
+        readers.push(tokio::spawn(async move {
+            let guard = lock.read().await.unwrap();
+            entered.send(i).unwrap();
+            leave.recv().await.unwrap();
+            guard.release().await.unwrap();
+        }));
+        await_count(&observer, &root, i + 2).await;
+    }
+    writer.release().await.unwrap();
+    for _ in 0..3 {
+        tokio::time::timeout(PATIENCE, entered.recv())
+            .await
+            .expect("every reader holds at once")
+            .unwrap();
+    }
+    leave.send(()).unwrap();
+    for reader in readers {
+        reader.await.unwrap();
+    }
+    await_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn try_timeout_and_cancel_leave_no_node() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("rw-cancel");
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let observer = client(&a);
+    let holder = RwLock::new(&a, &root).unwrap().write().await.unwrap();
+    let holder_name = name(holder.node()).to_owned();
+    let other = Arc::new(RwLock::new(&b, &root).unwrap());
+
+    assert!(other.try_read().await.unwrap().is_none());
+    assert!(other.try_write().await.unwrap().is_none());
+    let started = Instant::now();
+    assert!(other
+        .try_read_for(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(other
+        .try_write_for(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    assert_eq!(children(&observer, &root).await, [holder_name.as_str()]);
+
+    // Dropped at every stage of entering and waiting.
+    for micros in (0..3000).step_by(250) {
+        let read = tokio::time::timeout(Duration::from_micros(micros), other.read()).await;
+        let write = tokio::time::timeout(Duration::from_micros(micros), other.write()).await;
+        assert!(read.is_err() && write.is_err(), "acquired a held lock");
+    }
+    // Dropped by select! while waiting.
+    let (cancel, cancelled) = tokio::sync::watch::channel(false);
+    let mut waiters = Vec::new();
+    for write in [false, true] {
+        let (other, mut cancelled) = (other.clone(), cancelled.clone());
+        waiters.push(tokio::spawn(async move {
+            tokio::select! {
+                _ = async { if write { other.write().await.map(drop) } else { other.read().await.map(drop) } } => {
+                    panic!("acquired a held lock")
+                }
+                _ = cancelled.wait_for(|&c| c) => {}
+            }
+        }));
+        await_count(&observer, &root, waiters.len() + 1).await;
+    }
+    cancel.send_replace(true);
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    support::await_children(&observer, &root, "the holder alone", |now| {
+        now == [holder_name.as_str()]
+    })
+    .await;
+    holder.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+/// `wchc`: watched paths under `root`, with the number of sessions that watch each.
+async fn watches_under(ensemble: &Ensemble, root: &str) -> BTreeMap<String, usize> {
+    let text = ensemble.four_letter(0, "wchc").await;
+    let mut watches = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with(&format!("{root}/")) {
+            *watches.entry(line.to_owned()).or_default() += 1;
+        }
+    }
+    watches
+}
+
+/// Waits until the server's watches under `root` are exactly `expected`.
+async fn settle_watches(ensemble: &Ensemble, root: &str, expected: &BTreeMap<String, usize>) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let watched = watches_under(ensemble, root).await;
+        if &watched == expected {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watches {watched:?}, expected {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One watch per waiter: a writer on the node just ahead of it, a reader on the closest
+/// writer ahead (never a reader); each holder on its own node.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_watch_per_waiting_reader_and_writer() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("rw-herd");
+    let holder_session = session(&ensemble).await;
+    let sessions = [session(&ensemble).await, session(&ensemble).await];
+    let observer = client(&holder_session);
+    let holder = RwLock::new(&holder_session, &root)
+        .unwrap()
+        .write()
+        .await
+        .unwrap();
+    // Queue: W0 (holds), R1, R2, W3, R4, R5, W6.
+    let kinds = ["read", "read", "write", "read", "read", "write"];
+    let (release, _) = tokio::sync::broadcast::channel::<()>(1);
+    let mut waiters = Vec::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        let lock = RwLock::new(&sessions[i % 2], &root).unwrap();
+        let (write, mut release) = (*kind == "write", release.subscribe());
+        waiters.push(tokio::spawn(async move {
+            if write {
+                let guard = lock.write().await.unwrap();
+                release.recv().await.unwrap();
+                guard.release().await.unwrap();
+            } else {
+                let guard = lock.read().await.unwrap();
+                release.recv().await.unwrap();
+                guard.release().await.unwrap();
+            }
+        }));
+        await_count(&observer, &root, i + 2).await;
+    }
+    let queue: Vec<String> = children(&observer, &root)
+        .await
+        .iter()
+        .map(|n| format!("{root}/{n}"))
+        .collect();
+    // How many watch each node of the queue.
+    let expect = |watched: &[usize]| {
+        let mut expected = BTreeMap::new();
+        for &i in watched {
+            *expected.entry(queue[i].clone()).or_default() += 1;
+        }
+        expected
+    };
+    // W0 watches itself; R1 and R2 watch W0; W3 watches R2; R4 and R5 watch W3; W6 watches R5.
+    let before = expect(&[0, 0, 0, 2, 3, 3, 5]);
+    settle_watches(&ensemble, &root, &before).await;
+    assert_eq!(ensemble.watch_count().await, 7, "wchs: one watch each");
+
+    // The writer goes: both readers hold (each watching its own node); the rest keep theirs.
+    holder.release().await.unwrap();
+    let after = expect(&[1, 2, 2, 3, 3, 5]);
+    settle_watches(&ensemble, &root, &after).await;
+    assert_eq!(ensemble.watch_count().await, 6, "wchs: one watch each");
+    release.send(()).unwrap();
+    for waiter in waiters {
+        tokio::time::timeout(PATIENCE, waiter)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    await_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loss_is_noticed_by_readers_and_writers() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("rw-loss");
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let observer = client(&b);
+    let admin = Client::connect(&ensemble.connect_string()).await.unwrap();
+
+    // A reader whose node someone deletes.
+    let reader = RwLock::new(&b, &root).unwrap().read().await.unwrap();
+    admin.delete(reader.node(), None).await.unwrap();
+    let loss = tokio::time::timeout(PATIENCE, reader.lost()).await.unwrap();
+    assert_eq!(loss, Loss::NodeDeleted);
+    assert!(matches!(
+        reader.release().await,
+        Err(Error::LockLost { .. })
+    ));
+
+    // A writer whose session expires; the reader waiting behind it gets in.
+    let writer = RwLock::new(&a, &root).unwrap().write().await.unwrap();
+    let next = RwLock::new(&b, &root).unwrap();
+    let waiter = tokio::spawn(async move { next.read().await });
+    await_count(&observer, &root, 2).await;
+    support::expire_session(&ensemble.connect_string(), client(&a).session()).await;
+    let loss = tokio::time::timeout(PATIENCE, writer.lost()).await.unwrap();
+    assert!(
+        matches!(loss, Loss::SessionExpired | Loss::Suspended),
+        "{loss:?}"
+    );
+    let next = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("the reader gets in after the writer's session expired")
+        .unwrap()
+        .unwrap();
+    assert!(next.fencing_token() > writer.fencing_token());
+    assert!(matches!(
+        writer.release().await,
+        Err(Error::LockLost { .. })
+    ));
+    assert!(!next.is_lost());
+    next.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+/// No upgrade, no downgrade, no re-entrancy through the value: a read while holding the
+/// write lock waits behind it; tasks sharing one `RwLock` exclude each other; the write side
+/// is a `DistributedLock`.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_value_shared_by_tasks_and_the_write_side_as_a_distributed_lock() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("rw-shared");
+    let s = session(ensemble).await;
+    let observer = client(&s);
+    let lock = Arc::new(RwLock::new(&s, &root).unwrap());
+    let writer = lock.write().await.unwrap();
+    assert!(
+        lock.try_read_for(STILL_WAITING).await.unwrap().is_none(),
+        "a read while holding the write lock waits behind it"
+    );
+    let other = lock.clone();
+    let task = tokio::spawn(async move { other.write().await });
+    await_count(&observer, &root, 2).await;
+    tokio::time::sleep(STILL_WAITING).await;
+    assert!(
+        !task.is_finished(),
+        "a second task wrote through the same value"
+    );
+    writer.release().await.unwrap();
+    let second = tokio::time::timeout(PATIENCE, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    second.release().await.unwrap();
+
+    let dynamic: Arc<dyn DistributedLock> = lock.clone();
+    let guard = dynamic.lock().await.unwrap();
+    assert!(
+        lock.try_read().await.unwrap().is_none(),
+        "the trait locks the write side"
+    );
+    assert!(dynamic.try_lock().await.unwrap().is_none());
+    guard.release().await.unwrap();
+    let guard = dynamic.try_lock_for(PATIENCE).await.unwrap().expect("free");
+    guard.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_and_sends_nothing() {
+    let ensemble = Ensemble::shared(1).await;
+    let s = session(ensemble).await;
+    for path in ["", "rw", "/rw/", "/a//b", "/a/./b", "/zookeeper/rw"] {
+        match RwLock::new(&s, path) {
+            Err(Error::InvalidPath { path: p, .. }) => assert_eq!(p, path),
+            other => panic!("{path:?}: {other:?}"),
+        }
+    }
+}

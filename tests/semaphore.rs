@@ -1,0 +1,435 @@
+//! The counting semaphore against real ZooKeeper servers started by the harness.
+//!
+//! Every test ends with nothing left under its path: no lease under `<path>/leases`, no
+//! node of the internal mutex under `<path>/locks`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{await_count, await_empty, children, unique_root, Ensemble};
+use zk_recipes::{Error, Loss, Semaphore, Session};
+use zookeeper_client::Client;
+
+/// Upper bound for anything a test waits on; reaching it fails the test.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn session(ensemble: &Ensemble) -> Session {
+    Session::builder()
+        .session_timeout(Duration::from_secs(4))
+        .connect(&ensemble.connect_string())
+        .await
+        .expect("connect")
+}
+
+fn client(session: &Session) -> Client {
+    session.client().expect("live session")
+}
+
+fn leases(path: &str) -> String {
+    format!("{path}/leases")
+}
+
+fn locks(path: &str) -> String {
+    format!("{path}/locks")
+}
+
+/// Waits until neither leases nor the internal mutex's nodes are left under `path`.
+async fn await_nothing_left(observer: &Client, path: &str) {
+    await_empty(observer, &leases(path)).await;
+    await_empty(observer, &locks(path)).await;
+}
+
+/// 12 acquirers over 4 sessions, `rounds` leases each, on a semaphore of 3: never more than 3
+/// holders at once, and 3 at some moment.
+async fn at_most_max(ensemble: &Ensemble, rounds: usize) {
+    const SESSIONS: usize = 4;
+    const PER_SESSION: usize = 3;
+    const MAX: u32 = 3;
+    let path = unique_root("sem-max");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut sessions = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..SESSIONS {
+        let session = session(ensemble).await;
+        for _ in 0..PER_SESSION {
+            let semaphore = Semaphore::new(&session, &path, MAX).unwrap();
+            let (inside, most) = (inside.clone(), most.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..rounds {
+                    let lease = semaphore.acquire().await.expect("acquire");
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    assert!(now <= MAX as usize, "{now} leases held at once");
+                    // Longer than an acquisition takes, so that the semaphore fills up.
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    assert!(!lease.is_lost(), "lease lost without a fault");
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    lease.release().await.expect("release");
+                }
+            }));
+        }
+        sessions.push(session);
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(240), task)
+            .await
+            .expect("acquirers finished")
+            .expect("acquirer panicked");
+    }
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        MAX as usize,
+        "the semaphore never filled up"
+    );
+    await_nothing_left(&client(&sessions[0]), &path).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn at_most_max_leases_on_standalone() {
+    at_most_max(Ensemble::shared(1).await, 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn at_most_max_leases_on_ensemble() {
+    at_most_max(Ensemble::shared(3).await, 5).await;
+}
+
+/// A full semaphore: `held` leases on one session, the same semaphore on another.
+struct Full {
+    path: String,
+    sessions: (Session, Session),
+    observer: Client,
+    held: Vec<zk_recipes::Lease>,
+    other: Semaphore,
+}
+
+async fn full(name: &str, max: u32) -> Full {
+    let ensemble = Ensemble::shared(1).await;
+    let path = unique_root(name);
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let semaphore = Semaphore::new(&a, &path, max).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..max {
+        held.push(semaphore.acquire().await.unwrap());
+    }
+    Full {
+        observer: client(&a),
+        other: Semaphore::new(&b, &path, max).unwrap(),
+        held,
+        path,
+        sessions: (a, b),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn try_and_timeout_leave_no_lease_and_no_mutex_node() {
+    let Full {
+        path,
+        sessions: _sessions,
+        observer,
+        mut held,
+        other,
+    } = full("sem-try", 2).await;
+    let tried = tokio::time::timeout(PATIENCE, other.try_acquire()).await;
+    assert!(tried.expect("try_acquire waited").unwrap().is_none());
+    assert_eq!(children(&observer, &leases(&path)).await.len(), 2);
+    assert!(children(&observer, &locks(&path)).await.is_empty());
+
+    let started = Instant::now();
+    let timed = other.try_acquire_for(Duration::from_millis(300)).await;
+    assert!(timed.unwrap().is_none());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(children(&observer, &leases(&path)).await.len(), 2);
+    assert!(children(&observer, &locks(&path)).await.is_empty());
+
+    // A free lease is taken by both forms.
+    held.pop().unwrap().release().await.unwrap();
+    let lease = other.try_acquire().await.unwrap().expect("a free lease");
+    lease.release().await.unwrap();
+    let lease = other
+        .try_acquire_for(PATIENCE)
+        .await
+        .unwrap()
+        .expect("free");
+    lease.release().await.unwrap();
+    for lease in held {
+        lease.release().await.unwrap();
+    }
+    await_nothing_left(&observer, &path).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelled_acquisitions_leave_no_lease_and_no_mutex_node() {
+    let Full {
+        path,
+        sessions: _sessions,
+        observer,
+        held,
+        other,
+    } = full("sem-cancel", 1).await;
+    let other = Arc::new(other);
+
+    // Dropped at every stage: entering the mutex, holding it, creating the lease, waiting
+    // on the lease list.
+    for micros in (0..6000).step_by(300) {
+        let attempt = tokio::time::timeout(Duration::from_micros(micros), other.acquire()).await;
+        assert!(attempt.is_err(), "acquired a lease of a full semaphore");
+    }
+    // Dropped by select! while one waits on the lease list and another at the mutex.
+    let (cancel, cancelled) = tokio::sync::watch::channel(false);
+    let mut waiters = Vec::new();
+    for _ in 0..2 {
+        let (other, mut cancelled) = (other.clone(), cancelled.clone());
+        waiters.push(tokio::spawn(async move {
+            tokio::select! {
+                _ = other.acquire() => panic!("acquired a lease of a full semaphore"),
+                _ = cancelled.wait_for(|&c| c) => {}
+            }
+        }));
+    }
+    await_count(&observer, &leases(&path), 2).await;
+    await_count(&observer, &locks(&path), 2).await;
+    cancel.send_replace(true);
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    await_empty(&observer, &locks(&path)).await;
+    await_count(&observer, &leases(&path), 1).await;
+    for lease in held {
+        lease.release().await.unwrap();
+    }
+    await_nothing_left(&observer, &path).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_holders_lease_is_freed() {
+    let ensemble = Ensemble::shared(1).await;
+    let path = unique_root("sem-expiry");
+    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let observer = client(&b);
+    let lease = Semaphore::new(&a, &path, 1)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let next = Semaphore::new(&b, &path, 1).unwrap();
+    let waiter = tokio::spawn(async move { next.acquire().await });
+    await_count(&observer, &leases(&path), 2).await;
+
+    support::expire_session(&ensemble.connect_string(), client(&a).session()).await;
+    let loss = tokio::time::timeout(PATIENCE, lease.lost()).await.unwrap();
+    assert!(
+        matches!(loss, Loss::SessionExpired | Loss::Suspended),
+        "{loss:?}"
+    );
+    let next = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("the waiter got the freed lease")
+        .unwrap()
+        .unwrap();
+    assert!(next.fencing_token() > lease.fencing_token());
+    match lease.release().await {
+        Err(Error::LockLost { .. }) => {}
+        other => panic!("release after expiry: {other:?}"),
+    }
+    assert!(!next.is_lost(), "the late release harmed the next holder");
+    next.release().await.unwrap();
+    await_nothing_left(&observer, &path).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_when_the_lease_node_is_deleted() {
+    let ensemble = Ensemble::shared(1).await;
+    let path = unique_root("sem-deleted");
+    let s = session(ensemble).await;
+    let lease = Semaphore::new(&s, &path, 2)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let admin = Client::connect(&ensemble.connect_string()).await.unwrap();
+    admin.delete(lease.node(), None).await.unwrap();
+    let loss = tokio::time::timeout(PATIENCE, lease.lost()).await.unwrap();
+    assert_eq!(loss, Loss::NodeDeleted);
+    match lease.release().await {
+        Err(Error::LockLost { .. }) => {}
+        other => panic!("release of a lost lease: {other:?}"),
+    }
+    await_nothing_left(&admin, &path).await;
+}
+
+/// Participants that disagree about the maximum: the one that comes second fails with
+/// `MaxLeasesConflict` and leaves nothing; once every lease is returned, the other maximum
+/// may take over.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_different_maximum_is_refused_while_leases_are_held() {
+    let ensemble = Ensemble::shared(1).await;
+    let path = unique_root("sem-conflict");
+    let s = session(ensemble).await;
+    let observer = client(&s);
+    let three = Semaphore::new(&s, &path, 3).unwrap();
+    let five = Semaphore::new(&s, &path, 5).unwrap();
+    let lease = three.acquire().await.unwrap();
+    let (data, _) = observer.get_data(&leases(&path)).await.unwrap();
+    assert_eq!(data, b"zk-recipes max leases 3");
+    for attempt in [
+        five.acquire().await.map(Some),
+        five.try_acquire().await,
+        five.try_acquire_for(PATIENCE).await,
+    ] {
+        match attempt {
+            Err(Error::MaxLeasesConflict {
+                ours: 5,
+                recorded: 3,
+                path: p,
+            }) => assert_eq!(p, path),
+            other => panic!("a second maximum: {other:?}"),
+        }
+        assert_eq!(
+            children(&observer, &leases(&path)).await,
+            [support::name(lease.node())]
+        );
+        assert!(children(&observer, &locks(&path)).await.is_empty());
+    }
+    lease.release().await.unwrap();
+    // A stale record with no lease held: the newcomer records its own.
+    let lease = five.acquire().await.unwrap();
+    let (data, _) = observer.get_data(&leases(&path)).await.unwrap();
+    assert_eq!(data, b"zk-recipes max leases 5");
+    assert!(matches!(
+        three.try_acquire().await,
+        Err(Error::MaxLeasesConflict {
+            ours: 3,
+            recorded: 5,
+            ..
+        })
+    ));
+    lease.release().await.unwrap();
+    await_nothing_left(&observer, &path).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_and_sends_nothing() {
+    let ensemble = Ensemble::shared(1).await;
+    let s = session(ensemble).await;
+    match Semaphore::new(&s, &unique_root("sem-zero"), 0) {
+        Err(Error::InvalidArgument(_)) => {}
+        other => panic!("a maximum of 0: {other:?}"),
+    }
+    for path in ["", "sem", "/sem/", "/a//b", "/zookeeper/sem"] {
+        match Semaphore::new(&s, path, 3) {
+            Err(Error::InvalidPath { path: p, .. }) => assert_eq!(p, path),
+            other => panic!("{path:?}: {other:?}"),
+        }
+    }
+}
+
+/// `wchc`: watched paths under `path`, with the number of sessions that watch each.
+async fn watches_under(ensemble: &Ensemble, path: &str) -> BTreeMap<String, usize> {
+    let text = ensemble.four_letter(0, "wchc").await;
+    let mut watches = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with(&format!("{path}/")) {
+            *watches.entry(line.to_owned()).or_default() += 1;
+        }
+    }
+    watches
+}
+
+/// Child watches on the server: `mntr`'s watch count (data and child watches) less `wchs`'s
+/// (data watches only: `wchc`, `wchp` and `wchs` list no child watch).
+async fn child_watches(ensemble: &Ensemble) -> usize {
+    let mntr = ensemble.four_letter(0, "mntr").await;
+    let all: usize = mntr
+        .lines()
+        .find_map(|line| line.strip_prefix("zk_watch_count"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("mntr reports zk_watch_count");
+    all - ensemble.watch_count().await
+}
+
+/// Waiters queue at the internal mutex, each watching its predecessor there; only the one
+/// inside (which also watches its own mutex node, as every holder does after 10 ms) watches
+/// the lease list.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_watch_on_the_lease_list_and_one_per_waiter() {
+    const WAITERS: usize = 5;
+    let ensemble = Ensemble::start(1).await;
+    let path = unique_root("sem-herd");
+    let holder_session = session(&ensemble).await;
+    let observer = client(&holder_session);
+    let lease = Semaphore::new(&holder_session, &path, 1)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let sessions = [session(&ensemble).await, session(&ensemble).await];
+    let (acquired_tx, mut acquired) = tokio::sync::mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for i in 0..WAITERS {
+        let semaphore = Semaphore::new(&sessions[i % 2], &path, 1).unwrap();
+        let acquired = acquired_tx.clone();
+        waiters.push(tokio::spawn(async move {
+            let lease = semaphore.acquire().await.unwrap();
+            acquired.send(i).unwrap();
+            lease.release().await.unwrap();
+        }));
+        await_count(&observer, &locks(&path), i + 1).await;
+    }
+    let gate = children(&observer, &locks(&path)).await;
+    let mut expected: BTreeMap<String, usize> = BTreeMap::new();
+    expected.insert(lease.node().to_owned(), 1);
+    expected.insert(format!("{}/{}", locks(&path), gate[0]), 1);
+    for predecessor in &gate[..gate.len() - 1] {
+        *expected
+            .entry(format!("{}/{predecessor}", locks(&path)))
+            .or_default() += 1;
+    }
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let watched = watches_under(&ensemble, &path).await;
+        let children_watched = child_watches(&ensemble).await;
+        if watched == expected && children_watched == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "data watches {watched:?}, expected {expected:?}; {children_watched} child watches, expected 1"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lease.release().await.unwrap();
+    let mut order = Vec::new();
+    for _ in 0..WAITERS {
+        let next = tokio::time::timeout(PATIENCE, acquired.recv()).await;
+        order.push(next.unwrap().unwrap());
+    }
+    assert_eq!(
+        order,
+        (0..WAITERS).collect::<Vec<_>>(),
+        "leases in arrival order"
+    );
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let left: BTreeSet<_> = watches_under(&ensemble, &path).await.into_keys().collect();
+        let children_watched = child_watches(&ensemble).await;
+        if left.is_empty() && children_watched == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watches left behind: {left:?} and {children_watched} child watches"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    await_nothing_left(&observer, &path).await;
+}
