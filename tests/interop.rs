@@ -1,5 +1,6 @@
 //! Interoperation with other ZooKeeper recipe libraries on the same paths: Apache Curator's
-//! `InterProcessMutex` and `LeaderLatch` (Java), and kazoo's `Lock` (Python).
+//! `InterProcessMutex`, `LeaderLatch`, `InterProcessReadWriteLock` and
+//! `InterProcessSemaphoreV2` (Java), and kazoo's `Lock`, `ReadLock` and `WriteLock` (Python).
 //!
 //! The peers are small programs in `tests/interop/`, driven over stdin/stdout: the Java one
 //! is compiled with `javac` when this binary first needs it, against Debian's
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use support::{await_count, await_empty, children, name, unique_root, Ensemble};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use zk_recipes::{Candidate, LeaderElection, Mutex, MutexGuard, Role, Session};
+use zk_recipes::{Candidate, LeaderElection, Mutex, MutexGuard, Role, RwLock, Semaphore, Session};
 use zookeeper_client::{Acls, Client, CreateMode};
 
 /// How long a peer may take to start (JVM start and connect) and to answer a command.
@@ -851,4 +852,464 @@ async fn election_shares_path_with_curator_leader_latch() {
 
     java.quit().await;
     await_empty(&client, &root).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Read/write lock and semaphore: Curator's InterProcessReadWriteLock and
+// InterProcessSemaphoreV2, kazoo's ReadLock and WriteLock
+
+/// A room every holder enters while it holds (Rust and the peers alike; see
+/// CuratorPeer.java): it creates the EPHEMERAL_SEQUENTIAL `<room>/<kind>-<who>-`, waits
+/// `HOLD`, lists the room and leaves. A writer (`w`) must see no one else, a reader (`r`) no
+/// writer, a lease holder (`h`) at most the maximum of holders.
+struct Room {
+    path: String,
+}
+
+/// What one side saw in the room.
+#[derive(Debug, Default, PartialEq)]
+struct RoomTally {
+    sections: u64,
+    violations: u64,
+    /// The most readers (or lease holders) one listing saw.
+    most: u64,
+    /// Listings that saw a holder of the other side.
+    foreign: u64,
+}
+
+/// How long a holder stays in the room: long enough for readers (and holders) to meet.
+const HOLD: Duration = Duration::from_millis(20);
+
+impl Room {
+    async fn create(client: &Client, base: &str) -> Room {
+        let path = format!("{base}-room");
+        client
+            .create(
+                &path,
+                b"",
+                &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("cannot create {path}: {e}"));
+        Room { path }
+    }
+
+    /// Enters as `who` (`rust-…`) of `kind`; counts what it saw into `tally`.
+    async fn enter(
+        &self,
+        client: &Client,
+        kind: char,
+        who: &str,
+        max: usize,
+        tally: &mut RoomTally,
+    ) {
+        let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        let prefix = format!("{}/{kind}-{who}-", self.path);
+        let (_, seq) = client.create(&prefix, b"", &options).await.unwrap();
+        tokio::time::sleep(HOLD).await;
+        let seen = client.list_children(&self.path).await.unwrap();
+        client
+            .delete(&format!("{prefix}{seq}"), None)
+            .await
+            .unwrap();
+        let writers = seen.iter().filter(|c| c.starts_with("w-")).count();
+        let bad = match kind {
+            'w' => seen.len() != 1,
+            'r' => writers > 0,
+            _ => seen.len() > max,
+        };
+        tally.sections += 1;
+        tally.violations += u64::from(bad);
+        tally.most = tally.most.max((seen.len() - writers) as u64);
+        tally.foreign += u64::from(seen.iter().any(|c| c[2..].starts_with("curator")));
+    }
+
+    async fn remove(&self, client: &Client) {
+        assert!(children(client, &self.path).await.is_empty());
+        client.delete(&self.path, None).await.unwrap();
+    }
+}
+
+impl RoomTally {
+    /// The peer's `ok <sections> <violations> <most> <foreign>`.
+    fn parse(reply: &str) -> RoomTally {
+        let n: Vec<u64> = reply.split(' ').map(|w| w.parse().unwrap()).collect();
+        RoomTally {
+            sections: n[0],
+            violations: n[1],
+            most: n[2],
+            foreign: n[3],
+        }
+    }
+
+    fn add(&mut self, other: RoomTally) {
+        self.sections += other.sections;
+        self.violations += other.violations;
+        self.most = self.most.max(other.most);
+        self.foreign += other.foreign;
+    }
+}
+
+/// Two sessions of Rust holders on `root`, three on each, `ROUNDS` sections each: a writer
+/// and two readers of a read/write lock (`max` 0), or three acquirers of a semaphore of
+/// `max` leases.
+async fn rust_holders(zk: &Ensemble, root: &str, max: u32, room: Arc<Room>) -> RoomTally {
+    let sessions = [session(zk).await, session(zk).await];
+    let mut tasks = Vec::new();
+    for (s, session) in sessions.iter().enumerate() {
+        for c in 0..3 {
+            let (session, room) = (session.clone(), room.clone());
+            let lock = RwLock::new(&session, root).unwrap();
+            let semaphore = (max > 0).then(|| Semaphore::new(&session, root, max).unwrap());
+            let kind = match (c, max) {
+                (_, 1..) => 'h',
+                (0, 0) => 'w',
+                _ => 'r',
+            };
+            let who = format!("rust-{kind}{s}{c}");
+            tasks.push(tokio::spawn(async move {
+                let mut tally = RoomTally::default();
+                let client = session.client().expect("session is live");
+                for round in 0..ROUNDS {
+                    // A pause of its own between sections, so that readers of both languages
+                    // come to stand together in the queue (they would keep their places).
+                    let pause = (round * 7 + s * 5 + c * 3) % 11;
+                    tokio::time::sleep(Duration::from_millis(pause as u64 * 3)).await;
+                    // Lazy: it enters the room once awaited, while holding.
+                    let enter = room.enter(&client, kind, &who, max as usize, &mut tally);
+                    match (kind, &semaphore) {
+                        ('w', _) => {
+                            let guard = lock.write().await.unwrap();
+                            enter.await;
+                            guard.release().await.unwrap();
+                        }
+                        (_, Some(semaphore)) => {
+                            let lease = semaphore.acquire().await.unwrap();
+                            enter.await;
+                            lease.release().await.unwrap();
+                        }
+                        _ => {
+                            let guard = lock.read().await.unwrap();
+                            enter.await;
+                            guard.release().await.unwrap();
+                        }
+                    }
+                }
+                tally
+            }));
+        }
+    }
+    let mut total = RoomTally::default();
+    for task in tasks {
+        total.add(task.await.expect("Rust holder panicked"));
+    }
+    total
+}
+
+/// Curator readers and writers (each thread on its own session) and ours on one path, all
+/// queued behind a Rust writer before it lets them go: a writer is always alone, readers of
+/// both languages read together.
+#[tokio::test(flavor = "multi_thread")]
+async fn rw_lock_shares_path_with_curator_read_write_lock() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("curator-rw");
+    let client = observer(zk).await;
+    let room = Arc::new(Room::create(&client, &root).await);
+    let mut peer = Peer::curator(zk, &root).await;
+    let gate_session = session(zk).await;
+    let gate = RwLock::new(&gate_session, &root)
+        .unwrap()
+        .write()
+        .await
+        .unwrap();
+    let (java_readers, java_writers) = (3, 1);
+    peer.send(&format!(
+        "rw-stress {ROUNDS} {} {java_readers} {java_writers} {}",
+        room.path,
+        HOLD.as_millis()
+    ))
+    .await;
+    await_count(&client, &root, 1 + java_readers + java_writers).await;
+    let open_gate = async {
+        await_count(&client, &root, 1 + java_readers + java_writers + 6).await;
+        gate.release().await.unwrap();
+    };
+    let (rust, ()) = tokio::join!(rust_holders(zk, &root, 0, room.clone()), open_gate);
+    let java = RoomTally::parse(&peer.reply().await);
+    peer.quit().await;
+    eprintln!("Rust {rust:?}, Curator {java:?}");
+
+    assert_eq!(
+        java.sections,
+        (ROUNDS * (java_readers + java_writers)) as u64
+    );
+    assert_eq!(rust.sections, (ROUNDS * 6) as u64);
+    assert_eq!(
+        (rust.violations, java.violations),
+        (0, 0),
+        "a writer was not alone (Rust saw, Curator saw)"
+    );
+    assert!(rust.most.max(java.most) >= 2, "readers never read together");
+    assert!(
+        rust.foreign + java.foreign > 0,
+        "readers of the two languages never read together: {rust:?} {java:?}"
+    );
+    room.remove(&client).await;
+    await_empty(&client, &root).await;
+}
+
+/// Curator's InterProcessSemaphoreV2 (each thread on its own session) and ours on one path,
+/// counted in one room across the processes: never more than the maximum, and full at times.
+#[tokio::test(flavor = "multi_thread")]
+async fn semaphore_shares_path_with_curator_semaphore_v2() {
+    const MAX: u32 = 3;
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("curator-sem");
+    let (locks, leases) = (format!("{root}/locks"), format!("{root}/leases"));
+    let client = observer(zk).await;
+    let room = Arc::new(Room::create(&client, &root).await);
+    let mut peer = Peer::curator(zk, &root).await;
+    // Rust holds every lease until both sides queue at the internal mutex.
+    let gate_session = session(zk).await;
+    let gate = Semaphore::new(&gate_session, &root, MAX).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..MAX {
+        held.push(gate.acquire().await.unwrap());
+    }
+    let java_threads = 4;
+    peer.send(&format!(
+        "sem-stress {ROUNDS} {} {java_threads} {MAX} {}",
+        room.path,
+        HOLD.as_millis()
+    ))
+    .await;
+    await_count(&client, &locks, java_threads).await;
+    let open_gate = async {
+        await_count(&client, &locks, java_threads + 6).await;
+        for lease in held.drain(..) {
+            lease.release().await.unwrap();
+        }
+    };
+    let (rust, ()) = tokio::join!(rust_holders(zk, &root, MAX, room.clone()), open_gate);
+    let java = RoomTally::parse(&peer.reply().await);
+    peer.quit().await;
+    eprintln!("Rust {rust:?}, Curator {java:?}");
+
+    assert_eq!(java.sections, (ROUNDS * java_threads) as u64);
+    assert_eq!(rust.sections, (ROUNDS * 6) as u64);
+    assert_eq!(
+        (rust.violations, java.violations),
+        (0, 0),
+        "more than {MAX} leases at once (Rust saw, Curator saw)"
+    );
+    assert_eq!(rust.most.max(java.most), u64::from(MAX), "never full");
+    assert!(
+        rust.foreign > 0 && java.foreign > 0,
+        "the languages never met in the room: {rust:?} {java:?}"
+    );
+    room.remove(&client).await;
+    await_empty(&client, &leases).await;
+    await_empty(&client, &locks).await;
+}
+
+/// A lease held by Curator counts for Rust and the other way round; each side's timeouts
+/// leave nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn semaphore_and_curator_count_each_others_leases() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("curator-leases");
+    let (locks, leases) = (format!("{root}/locks"), format!("{root}/leases"));
+    let client = observer(zk).await;
+    let mut peer = Peer::curator(zk, &root).await;
+    let ours = session(zk).await;
+    let semaphore = Semaphore::new(&ours, &root, 2).unwrap();
+
+    let java_lease = peer.call("acquire 2").await;
+    let java_lease = java_lease.strip_prefix("lease ").expect("lease <node>");
+    assert!(java_lease.contains("-lease-"), "{java_lease}");
+    let rust_lease = semaphore.acquire().await.unwrap();
+    assert!(name(rust_lease.node()).contains("-lease-"));
+    // Full: neither side takes a third.
+    assert!(semaphore.try_acquire().await.unwrap().is_none());
+    assert!(semaphore
+        .try_acquire_for(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(peer.call("acquire-for 2 300").await, "none");
+    assert_eq!(children(&client, &leases).await.len(), 2);
+    assert!(children(&client, &locks).await.is_empty());
+
+    // A Rust waiter gets the lease Curator returns.
+    let waiter = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    await_count(&client, &leases, 3).await;
+    tokio::time::sleep(STILL_WAITING).await;
+    assert!(!waiter.is_finished(), "a third lease was taken");
+    assert_eq!(peer.call("return").await, "returned");
+    let second = tokio::time::timeout(HANDOFF, waiter)
+        .await
+        .expect("the lease Curator returned is taken")
+        .unwrap()
+        .unwrap();
+    // A Curator waiter gets the lease Rust returns.
+    peer.send("acquire 2").await;
+    await_count(&client, &leases, 3).await;
+    assert_eq!(
+        peer.reply_within(STILL_WAITING).await,
+        None,
+        "a third lease"
+    );
+    rust_lease.release().await.unwrap();
+    let reply = peer.reply_within(HANDOFF).await;
+    assert!(
+        reply.is_some_and(|r| r.starts_with("lease ")),
+        "Curator's waiter"
+    );
+    second.release().await.unwrap();
+    peer.quit().await;
+    await_empty(&client, &leases).await;
+    await_empty(&client, &locks).await;
+}
+
+/// Hand-offs between a peer's read/write lock and ours, in queue order: the peer's writer
+/// keeps our readers out; our reader lets the peer's reader in and keeps its writer out; a
+/// peer writer waiting behind our reader keeps a later reader of ours out until it is done;
+/// the peer's reader waits for our writer.
+async fn rw_hand_offs_with(zk: &Ensemble, mut peer: Peer, root: &str) {
+    let client = observer(zk).await;
+    let (one, two) = (session(zk).await, session(zk).await);
+    let (first, second) = (
+        RwLock::new(&one, root).unwrap(),
+        RwLock::new(&two, root).unwrap(),
+    );
+
+    // 1. The peer writes: we neither read nor write until it is done.
+    assert_eq!(peer.call("write").await, "write");
+    assert!(
+        first.try_read().await.unwrap().is_none(),
+        "read past a writer"
+    );
+    assert!(
+        first.try_write().await.unwrap().is_none(),
+        "wrote past a writer"
+    );
+    assert!(first
+        .try_read_for(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        children(&client, root).await.len(),
+        1,
+        "a given-up try left a node"
+    );
+    let reader = {
+        let first = first.clone();
+        tokio::spawn(async move { first.read().await })
+    };
+    await_count(&client, root, 2).await;
+    tokio::time::sleep(STILL_WAITING).await;
+    assert!(!reader.is_finished(), "read while the peer wrote");
+    assert_eq!(peer.call("unwrite").await, "unwrite");
+    let reader = tokio::time::timeout(HANDOFF, reader)
+        .await
+        .expect("our reader follows the peer's writer")
+        .unwrap()
+        .unwrap();
+
+    // 2. We read: the peer reads along, but does not write.
+    assert_eq!(peer.call("read-for 0").await, "true", "the peer's reader");
+    assert_eq!(peer.call("unread").await, "unread");
+    assert_eq!(
+        peer.call("write-for 300").await,
+        "false",
+        "wrote past our reader"
+    );
+    assert_eq!(children(&client, root).await.len(), 1);
+
+    // 3. A peer writer waits behind our reader; our later reader waits behind that writer.
+    peer.send("write").await;
+    await_count(&client, root, 2).await;
+    assert!(
+        second.try_read().await.unwrap().is_none(),
+        "read past the peer's waiting writer"
+    );
+    let late = {
+        let second = second.clone();
+        tokio::spawn(async move { second.read().await })
+    };
+    await_count(&client, root, 3).await;
+    assert_eq!(
+        peer.reply_within(STILL_WAITING).await,
+        None,
+        "wrote past our reader"
+    );
+    reader.release().await.unwrap();
+    let reply = peer.reply_within(HANDOFF).await;
+    assert_eq!(
+        reply.as_deref(),
+        Some("write"),
+        "the peer's writer follows our reader"
+    );
+    tokio::time::sleep(STILL_WAITING).await;
+    assert!(!late.is_finished(), "read while the peer wrote");
+    assert_eq!(peer.call("unwrite").await, "unwrite");
+    let late = tokio::time::timeout(HANDOFF, late)
+        .await
+        .expect("our late reader follows the peer's writer")
+        .unwrap()
+        .unwrap();
+    late.release().await.unwrap();
+
+    // 4. We write: the peer's reader waits, then reads along with ours.
+    let writer = first.write().await.unwrap();
+    assert_eq!(
+        peer.call("read-for 300").await,
+        "false",
+        "read past our writer"
+    );
+    peer.send("read").await;
+    await_count(&client, root, 2).await;
+    assert_eq!(
+        peer.reply_within(STILL_WAITING).await,
+        None,
+        "read past our writer"
+    );
+    writer.release().await.unwrap();
+    let reply = peer.reply_within(HANDOFF).await;
+    assert_eq!(
+        reply.as_deref(),
+        Some("read"),
+        "the peer's reader follows our writer"
+    );
+    let along = first.try_read().await.unwrap().expect("we read along");
+    assert!(
+        first.try_write().await.unwrap().is_none(),
+        "wrote past readers"
+    );
+    along.release().await.unwrap();
+    assert_eq!(peer.call("unread").await, "unread");
+
+    peer.quit().await;
+    await_empty(&client, root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rw_lock_and_curator_hand_off_in_queue_order() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("curator-rw-order");
+    let peer = Peer::curator(zk, &root).await;
+    rw_hand_offs_with(zk, peer, &root).await;
+}
+
+/// kazoo 2.8's ReadLock and WriteLock, made with extra_lock_patterns naming our kinds.
+#[tokio::test(flavor = "multi_thread")]
+async fn rw_lock_and_kazoo_hand_off_in_queue_order() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("kazoo-rw-order");
+    let peer = Peer::kazoo(zk, &root).await;
+    rw_hand_offs_with(zk, peer, &root).await;
 }

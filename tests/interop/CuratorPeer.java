@@ -22,25 +22,53 @@
 //   latch-leader <id>       LeaderLatch.getLeader().getId()            -> ok <id> | ok -
 //   participants <id>       LeaderLatch.getParticipants(), queue order -> ok <id>[*] ...
 //                           (`*` marks the one Curator calls leader)
+//   read | write            InterProcessReadWriteLock's read or write lock, acquire() (blocks)
+//                                                                  -> ok read | ok write
+//   read-for <ms> | write-for <ms>   acquire(ms)                   -> ok true | ok false
+//   unread | unwrite        release() of the read or write lock    -> ok unread | ok unwrite
+//   acquire <max>           InterProcessSemaphoreV2(client, path, max).acquire() (blocks)
+//                                                                  -> ok lease <node name>
+//   acquire-for <max> <ms>  acquire(ms)                            -> ok lease <node name> | ok none
+//   return                  closes the oldest lease it holds       -> ok returned
+//   rw-stress <n> <room> <readers> <writers> <hold-ms>
+//   sem-stress <n> <room> <threads> <max> <hold-ms>
+//                           <readers> + <writers> (or <threads>) threads, each on its own
+//                           client (session) with its own InterProcessReadWriteLock (or
+//                           InterProcessSemaphoreV2 of <max> leases), hold <n> times each; while
+//                           holding, enter <room> (see `room` below)
+//                                                      -> ok <sections> <violations> <most> <foreign>
 //   quit                    closes everything and exits              -> ok bye
+//
+// The room: a holder creates the EPHEMERAL_SEQUENTIAL <room>/<kind>-<who>- (kind `r` reader,
+// `w` writer, `h` lease holder; Curator's <who> are curator-…, Rust's rust-…), sleeps
+// <hold-ms>, lists <room>, deletes its node. A violation: a writer that sees anyone else, a
+// reader that sees a writer, a lease holder that sees more than <max> holders. <most>: the
+// most readers (or holders) one listing saw; <foreign>: listings that saw a Rust holder.
 //
 // stdout carries the protocol only: logging goes nowhere (slf4j-nop on the class path).
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiFunction;
+import java.util.function.IntFunction;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
@@ -72,6 +100,9 @@ public class CuratorPeer {
         String path = args[1];
         CuratorFramework client = connect();
         InterProcessMutex mutex = new InterProcessMutex(client, path);
+        InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
+        Map<Integer, InterProcessSemaphoreV2> semaphores = new HashMap<>();
+        Deque<Lease> leases = new ArrayDeque<>();
         Map<String, LeaderLatch> latches = new HashMap<>();
         BufferedReader in =
                 new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -104,6 +135,61 @@ public class CuratorPeer {
                         reply(stress(path, Integer.parseInt(w[1]), w[2], w[3],
                                 Integer.parseInt(w[4])));
                         break;
+                    case "read":
+                        rw.readLock().acquire();
+                        reply("ok read");
+                        break;
+                    case "write":
+                        rw.writeLock().acquire();
+                        reply("ok write");
+                        break;
+                    case "read-for":
+                        reply("ok " + rw.readLock().acquire(Long.parseLong(w[1]), TimeUnit.MILLISECONDS));
+                        break;
+                    case "write-for":
+                        reply("ok " + rw.writeLock().acquire(Long.parseLong(w[1]), TimeUnit.MILLISECONDS));
+                        break;
+                    case "unread":
+                        rw.readLock().release();
+                        reply("ok unread");
+                        break;
+                    case "unwrite":
+                        rw.writeLock().release();
+                        reply("ok unwrite");
+                        break;
+                    case "acquire":
+                    case "acquire-for": {
+                        InterProcessSemaphoreV2 semaphore = semaphores.computeIfAbsent(
+                                Integer.parseInt(w[1]), max -> new InterProcessSemaphoreV2(client, path, max));
+                        Lease lease = w[0].equals("acquire")
+                                ? semaphore.acquire()
+                                : semaphore.acquire(Long.parseLong(w[2]), TimeUnit.MILLISECONDS);
+                        if (lease != null) {
+                            leases.addLast(lease);
+                        }
+                        reply(lease == null ? "ok none" : "ok lease " + lease.getNodeName());
+                        break;
+                    }
+                    case "return":
+                        leases.removeFirst().close();
+                        reply("ok returned");
+                        break;
+                    case "rw-stress": {
+                        int writers = Integer.parseInt(w[4]);
+                        reply(stressRoom(Integer.parseInt(w[1]), w[2], Integer.parseInt(w[3]) + writers,
+                                Integer.MAX_VALUE, Long.parseLong(w[5]), (c, t) -> {
+                                    InterProcessReadWriteLock lock = new InterProcessReadWriteLock(c, path);
+                                    return holdable(t < writers ? lock.writeLock() : lock.readLock());
+                                }, t -> t < writers ? "w" : "r"));
+                        break;
+                    }
+                    case "sem-stress": {
+                        int max = Integer.parseInt(w[4]);
+                        reply(stressRoom(Integer.parseInt(w[1]), w[2], Integer.parseInt(w[3]), max,
+                                Long.parseLong(w[5]),
+                                (c, t) -> holdable(new InterProcessSemaphoreV2(c, path, max)), t -> "h"));
+                        break;
+                    }
                     case "latch-join": {
                         if (latches.containsKey(w[1])) {
                             throw new IllegalStateException("latch " + w[1] + " exists");
@@ -146,6 +232,15 @@ public class CuratorPeer {
                         if (mutex.isAcquiredInThisProcess()) {
                             mutex.release();
                         }
+                        while (rw.readLock().isAcquiredInThisProcess()) {
+                            rw.readLock().release();
+                        }
+                        while (rw.writeLock().isAcquiredInThisProcess()) {
+                            rw.writeLock().release();
+                        }
+                        for (Lease lease : leases) {
+                            lease.close();
+                        }
                         client.close();
                         reply("ok bye");
                         System.exit(0);
@@ -178,38 +273,53 @@ public class CuratorPeer {
             throws Exception {
         AtomicInteger acquisitions = new AtomicInteger();
         AtomicInteger overlaps = new AtomicInteger();
+        String failed = inThreads(threads, (client, t) -> {
+            String who = "curator-" + t;
+            InterProcessMutex mutex = new InterProcessMutex(client, path);
+            byte[] me = who.getBytes(StandardCharsets.UTF_8);
+            for (int i = 0; i < n; i++) {
+                mutex.acquire();
+                try {
+                    boolean mine = true;
+                    try {
+                        client.create().withMode(CreateMode.EPHEMERAL).forPath(inside, me);
+                    } catch (KeeperException.NodeExistsException e) {
+                        overlaps.incrementAndGet();
+                        mine = false;
+                    }
+                    byte[] data = client.getData().forPath(counter);
+                    String text = new String(data, StandardCharsets.UTF_8);
+                    long value = Long.parseLong(text.split(" ")[0]);
+                    Thread.yield();
+                    client.setData().forPath(counter,
+                            ((value + 1) + " " + who).getBytes(StandardCharsets.UTF_8));
+                    acquisitions.incrementAndGet();
+                    if (mine) {
+                        client.delete().forPath(inside);
+                    }
+                } finally {
+                    mutex.release();
+                }
+            }
+        });
+        return failed != null ? failed : "ok " + acquisitions.get() + " " + overlaps.get();
+    }
+
+    /// What one stress thread does, on its own client (session).
+    interface Work {
+        void run(CuratorFramework client, int thread) throws Exception;
+    }
+
+    /// Runs `work` in <threads> threads, each on its own client; `null` if all went well,
+    /// else the reply that says how the first failure went.
+    static String inThreads(int threads, Work work) throws InterruptedException {
         List<Throwable> failures = new ArrayList<>();
         List<Thread> workers = new ArrayList<>();
         for (int t = 0; t < threads; t++) {
-            String who = "curator-" + t;
+            int thread = t;
             Thread worker = new Thread(() -> {
                 try (CuratorFramework client = connect()) {
-                    InterProcessMutex mutex = new InterProcessMutex(client, path);
-                    byte[] me = who.getBytes(StandardCharsets.UTF_8);
-                    for (int i = 0; i < n; i++) {
-                        mutex.acquire();
-                        try {
-                            boolean mine = true;
-                            try {
-                                client.create().withMode(CreateMode.EPHEMERAL).forPath(inside, me);
-                            } catch (KeeperException.NodeExistsException e) {
-                                overlaps.incrementAndGet();
-                                mine = false;
-                            }
-                            byte[] data = client.getData().forPath(counter);
-                            String text = new String(data, StandardCharsets.UTF_8);
-                            long value = Long.parseLong(text.split(" ")[0]);
-                            Thread.yield();
-                            client.setData().forPath(counter,
-                                    ((value + 1) + " " + who).getBytes(StandardCharsets.UTF_8));
-                            acquisitions.incrementAndGet();
-                            if (mine) {
-                                client.delete().forPath(inside);
-                            }
-                        } finally {
-                            mutex.release();
-                        }
-                    }
+                    work.run(client, thread);
                 } catch (Throwable e) {
                     synchronized (failures) {
                         failures.add(e);
@@ -222,9 +332,72 @@ public class CuratorPeer {
         for (Thread worker : workers) {
             worker.join();
         }
-        if (!failures.isEmpty()) {
-            return "err stress worker failed: " + failures.get(0).toString().replace('\n', ' ');
+        if (failures.isEmpty()) {
+            return null;
         }
-        return "ok " + acquisitions.get() + " " + overlaps.get();
+        return "err stress worker failed: " + failures.get(0).toString().replace('\n', ' ');
+    }
+
+    /// What a stress thread holds: a lock (read, write) or a semaphore's lease.
+    interface Holdable {
+        void acquire() throws Exception;
+
+        void release() throws Exception;
+    }
+
+    static Holdable holdable(InterProcessMutex lock) {
+        return new Holdable() {
+            public void acquire() throws Exception { lock.acquire(); }
+            public void release() throws Exception { lock.release(); }
+        };
+    }
+
+    static Holdable holdable(InterProcessSemaphoreV2 semaphore) {
+        return new Holdable() {
+            private Lease lease;
+            public void acquire() throws Exception { lease = semaphore.acquire(); }
+            public void release() throws Exception { lease.close(); }
+        };
+    }
+
+    /// <threads> threads, each on its own client with the holdable `make` gives it, each
+    /// holding <n> times and entering the room while it holds (see the header).
+    static String stressRoom(int n, String room, int threads, int max, long holdMs,
+            BiFunction<CuratorFramework, Integer, Holdable> make, IntFunction<String> kinds)
+            throws Exception {
+        AtomicInteger sections = new AtomicInteger();
+        AtomicInteger violations = new AtomicInteger();
+        AtomicInteger most = new AtomicInteger();
+        AtomicInteger foreign = new AtomicInteger();
+        String failed = inThreads(threads, (client, t) -> {
+            String kind = kinds.apply(t);
+            String who = "curator-" + kind + t;
+            Holdable holdable = make.apply(client, t);
+            for (int i = 0; i < n; i++) {
+                holdable.acquire();
+                try {
+                    String node = client.create().withMode(CreateMode.EPHEMERAL_SEQUENTIAL)
+                            .forPath(room + "/" + kind + "-" + who + "-");
+                    Thread.sleep(holdMs);
+                    List<String> seen = client.getChildren().forPath(room);
+                    client.delete().forPath(node);
+                    long writers = seen.stream().filter(c -> c.startsWith("w-")).count();
+                    boolean bad = kind.equals("w") ? seen.size() != 1
+                            : kind.equals("r") ? writers > 0 : seen.size() > max;
+                    if (bad) {
+                        violations.incrementAndGet();
+                    }
+                    most.accumulateAndGet((int) (seen.size() - writers), Math::max);
+                    if (seen.stream().anyMatch(c -> c.substring(2).startsWith("rust"))) {
+                        foreign.incrementAndGet();
+                    }
+                    sections.incrementAndGet();
+                } finally {
+                    holdable.release();
+                }
+            }
+        });
+        return failed != null ? failed
+                : "ok " + sections.get() + " " + violations.get() + " " + most.get() + " " + foreign.get();
     }
 }

@@ -16,7 +16,15 @@ so kazoo counts the `_c_<uuid>-lock-<seq>` nodes of zk-recipes and Curator as co
                             EPHEMERAL (NodeExists = overlap), read-modify-write <counter>
                             (`<count> <last holder>`), delete <inside>, release
                                                                     -> ok <acquisitions> <overlaps>
+    read | write            ReadLock / WriteLock .acquire() (blocks) -> ok read | ok write
+    read-for <ms> | write-for <ms>
+                            acquire(timeout) (0: non-blocking)      -> ok true | ok false
+    unread | unwrite        release() of the ReadLock / WriteLock   -> ok unread | ok unwrite
     quit                    releases, closes the client and exits   -> ok bye
+
+The ReadLock is made with extra_lock_patterns=["__WRIT__"] and the WriteLock with
+["__WRIT__", "__READ__"], so kazoo counts the writers (and, for a writer, the readers) of
+zk-recipes and Curator (`_c_<uuid>-__WRIT__<seq>`, `_c_<uuid>-__READ__<seq>`).
 
 Logging goes to stderr; stdout carries the protocol only.
 """
@@ -28,6 +36,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import LockTimeout, NodeExistsError
 
 PATTERNS = ["-lock-"]
+READ_PATTERNS = ["__WRIT__"]
+WRITE_PATTERNS = ["__WRIT__", "__READ__"]
 
 
 def reply(line, _lock=threading.Lock()):
@@ -86,6 +96,16 @@ def stress(hosts, path, n, counter, inside, threads):
     return "ok %d %d" % (totals["acquisitions"], totals["overlaps"])
 
 
+def acquire_within(lock, ms):
+    """acquire() waiting at most `ms` (0: not at all); whether it holds."""
+    if ms == 0:
+        return lock.acquire(blocking=False)
+    try:
+        return lock.acquire(timeout=ms / 1000.0)
+    except LockTimeout:
+        return False
+
+
 def main():
     if len(sys.argv) != 3:
         sys.stderr.write("usage: kazoo_peer.py <connect string> <path>\n")
@@ -93,6 +113,10 @@ def main():
     hosts, path = sys.argv[1], sys.argv[2]
     client = connect(hosts)
     lock = client.Lock(path, "kazoo-main", extra_lock_patterns=PATTERNS)
+    rw = {
+        "read": client.ReadLock(path, "kazoo-reader", extra_lock_patterns=READ_PATTERNS),
+        "write": client.WriteLock(path, "kazoo-writer", extra_lock_patterns=WRITE_PATTERNS),
+    }
     reply("ready")
     for line in sys.stdin:
         w = line.split()
@@ -104,15 +128,17 @@ def main():
                 lock.acquire()
                 reply("ok locked %s/%s" % (path, lock.node))
             elif cmd == "lock-for":
-                ms = int(w[1])
-                if ms == 0:
-                    got = lock.acquire(blocking=False)
-                else:
-                    try:
-                        got = lock.acquire(timeout=ms / 1000.0)
-                    except LockTimeout:
-                        got = False
+                got = acquire_within(lock, int(w[1]))
                 reply("ok %s" % ("true" if got else "false"))
+            elif cmd in rw:
+                rw[cmd].acquire()
+                reply("ok " + cmd)
+            elif cmd in ("read-for", "write-for"):
+                got = acquire_within(rw[cmd[: -len("-for")]], int(w[1]))
+                reply("ok %s" % ("true" if got else "false"))
+            elif cmd in ("unread", "unwrite"):
+                rw[cmd[len("un"):]].release()
+                reply("ok " + cmd)
             elif cmd == "unlock":
                 lock.release()
                 reply("ok unlocked")
@@ -122,6 +148,8 @@ def main():
                 reply(stress(hosts, path, int(w[1]), w[2], w[3], int(w[4])))
             elif cmd == "quit":
                 lock.release()
+                for held in rw.values():
+                    held.release()
                 client.stop()
                 client.close()
                 reply("ok bye")
