@@ -11,7 +11,7 @@ use crate::table::{Reps, Row, Table};
 use crate::{targets, Opts};
 
 /// Sessions looping on one lock.
-const CONTENDERS: usize = 8;
+pub const CONTENDERS: usize = 8;
 
 /// What the contenders share: the window they loop in, a flag that catches a second
 /// holder, and the count of acquisitions.
@@ -62,12 +62,18 @@ async fn contend(conn: Conn, root: String, window: Arc<Window>) {
     conn.close();
 }
 
-pub async fn run(table: &mut Table, opts: &Opts, hosts: &str) {
-    eprintln!("contended");
+/// Both sides' acquisitions per second on `hosts`, alternating.
+pub async fn measure(opts: &Opts, hosts: &str) -> PerSide<Reps> {
     let mut stats = PerSide::<Reps>::default();
     for side in Side::alternating(opts.reps) {
         stats[side].push(throughput(side, hosts, opts.contended).await);
     }
+    stats
+}
+
+pub async fn run(table: &mut Table, opts: &Opts, hosts: &str) {
+    eprintln!("contended");
+    let stats = measure(opts, hosts).await;
     table.push(
         Row::new(
             format!("contended, {CONTENDERS} sessions, standalone"),

@@ -45,8 +45,9 @@ struct Drain {
     drain_secs: f64,
 }
 
-async fn drain(side: Side, zk: &Ensemble, waiters: usize, timeout: Duration) -> Drain {
-    let hosts = zk.connect_string();
+/// One drain of `waiters` on `hosts` (the ensemble's own address, or a proxy to it).
+async fn drain(side: Side, zk: &Ensemble, hosts: &str, waiters: usize, timeout: Duration) -> Drain {
+    let hosts = hosts.to_owned();
     let root = unique_root("drain");
     // Shared by the waiter tasks, so that none copies it.
     let shared_root: Arc<str> = Arc::from(root.as_str());
@@ -160,13 +161,14 @@ async fn join_until(tasks: Vec<JoinHandle<Instant>>, deadline: Instant) -> Optio
 
 /// One queue size's runs: per side, µs per hand-off over the repetitions, and the last
 /// run (for the memory and watch rows).
-struct Queue {
+pub struct Queue {
     waiters: usize,
     handoff: PerSide<Reps>,
     last: PerSide<Option<Drain>>,
 }
 
-async fn queue(opts: &Opts, zk: &Ensemble, waiters: usize) -> Queue {
+/// Both sides' drains of `waiters` on `hosts`, alternating.
+pub async fn queue(opts: &Opts, zk: &Ensemble, hosts: &str, waiters: usize) -> Queue {
     eprintln!("queue drain, {waiters} waiters");
     // 10,000 waiters: one run, and twice the time to drain.
     let (reps, timeout) = if waiters >= 10_000 {
@@ -187,7 +189,7 @@ async fn queue(opts: &Opts, zk: &Ensemble, waiters: usize) -> Queue {
         {
             continue;
         }
-        let d = drain(side, zk, waiters, timeout).await;
+        let d = drain(side, zk, hosts, waiters, timeout).await;
         eprintln!("    {side:?}: {d:?}");
         q.handoff[side].push(d.per_handoff_us);
         q.last[side] = Some(d);
@@ -198,8 +200,9 @@ async fn queue(opts: &Opts, zk: &Ensemble, waiters: usize) -> Queue {
 pub async fn run(table: &mut Table, opts: &Opts, zk: &Ensemble) {
     future_sizes(table, &zk.connect_string()).await;
     let mut queues = Vec::new();
+    let hosts = zk.connect_string();
     for &waiters in &opts.waiters {
-        queues.push(queue(opts, zk, waiters).await);
+        queues.push(queue(opts, zk, &hosts, waiters).await);
     }
     let ours_at_100 = queues
         .iter()
@@ -220,16 +223,31 @@ pub async fn run(table: &mut Table, opts: &Opts, zk: &Ensemble) {
 }
 
 fn handoff_row(q: &Queue, ours_at_100: Option<f64>) -> Row {
-    let w = q.waiters;
     let (ours, peer) = (q.handoff.ours.median(), q.handoff.peer.median());
-    Row::new(
-        format!("queue drain, {w} waiters / {DRAIN_SESSIONS} sessions"),
-        "µs per hand-off (release → last waiter done) / W",
-    )
-    .ours(handoff_cell(w, &q.handoff.ours, &q.last.ours))
-    .peer(handoff_cell(w, &q.handoff.peer, &q.last.peer))
-    .ratio(q.handoff.ratio())
-    .target(targets::drain(w, ours, peer, ours_at_100))
+    q.row(format!(
+        "queue drain, {} waiters / {DRAIN_SESSIONS} sessions",
+        q.waiters
+    ))
+    .target(targets::drain(q.waiters, ours, peer, ours_at_100))
+}
+
+impl Queue {
+    pub fn waiters(&self) -> usize {
+        self.waiters
+    }
+
+    pub fn handoff(&self) -> &PerSide<Reps> {
+        &self.handoff
+    }
+
+    /// The hand-off row of `scenario`, without a target.
+    pub fn row(&self, scenario: String) -> Row {
+        let w = self.waiters;
+        Row::new(scenario, "µs per hand-off (release → last waiter done) / W")
+            .ours(handoff_cell(w, &self.handoff.ours, &self.last.ours))
+            .peer(handoff_cell(w, &self.handoff.peer, &self.last.peer))
+            .ratio(self.handoff.ratio())
+    }
 }
 
 /// The medians, or why there are none: the waiters did not queue, or did not finish.

@@ -46,18 +46,21 @@ async fn hand_overs(side: Side, hosts: &str, rounds: usize) -> Vec<f64> {
     out
 }
 
-pub async fn run(table: &mut Table, opts: &Opts, hosts: &str) {
-    eprintln!("election fail-over");
+/// Both sides' p50 µs per hand-over on `hosts`, alternating.
+pub async fn measure(opts: &Opts, hosts: &str) -> PerSide<Reps> {
     let rounds = if opts.reps > 1 { 100 } else { 40 };
     let mut stats = PerSide::<Reps>::default();
     for side in Side::alternating(opts.reps) {
         stats[side].push(median(hand_overs(side, hosts, rounds).await));
     }
-    table.push(
-        Row::new(
-            "election fail-over, 2 sessions, standalone",
-            "p50 µs resign() → next leadership() (peer: release → next lock())",
-        )
-        .medians(&stats),
-    );
+    stats
+}
+
+/// The metric of a fail-over row.
+pub const METRIC: &str = "p50 µs resign() → next leadership() (peer: release → next lock())";
+
+pub async fn run(table: &mut Table, opts: &Opts, hosts: &str) {
+    eprintln!("election fail-over");
+    let stats = measure(opts, hosts).await;
+    table.push(Row::new("election fail-over, 2 sessions, standalone", METRIC).medians(&stats));
 }

@@ -2,7 +2,7 @@
 //! on the same real ZooKeeper servers, in the same run.
 //!
 //! `cargo bench --bench lock` (about 6 minutes on 2 cores), `-- --quick` for a short run.
-//! Other flags: `--only <scenario>` (uncontended, contended, drain, election),
+//! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election),
 //! `--waiters 100,1000,10000`, `--drain-timeout <secs>`, `--reps <n>`.
 //!
 //! Prints one markdown table of medians over the repetitions, with the spread
@@ -17,12 +17,14 @@ mod support;
 
 mod alloc;
 mod contended;
+mod delay;
 mod drain;
 mod failover;
 mod side;
 mod table;
 mod targets;
 mod uncontended;
+mod wire;
 
 use std::time::Duration;
 
@@ -122,6 +124,9 @@ async fn run(opts: &Opts) -> Table {
     ));
     let standalone = Ensemble::start(1).await;
     let hosts = standalone.connect_string();
+    if opts.runs("wire") {
+        wire::run(&mut table, opts, &standalone).await;
+    }
     if opts.runs("uncontended") {
         uncontended::run(&mut table, opts, "standalone", &hosts).await;
         via_follower(&mut table, opts).await;

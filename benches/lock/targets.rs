@@ -100,3 +100,23 @@ pub fn watches(waiters: usize, ours: usize) -> Target {
     let expected = waiters + 1;
     Target::new(format!("ours = {expected}"), ours == expected)
 }
+
+/// On the wire, uncontended: a cycle's p50 at most 0.72 × the peer's (two round trips
+/// against the peer's three or more).
+pub fn wire_uncontended(ratio: f64) -> Target {
+    Target::new("≤ 0.72", ratio <= 0.72)
+}
+
+/// On the wire, contended: at least 1.3 × the peer's acquisitions per second.
+pub fn wire_contended(ratio: f64) -> Target {
+    Target::new("≥ 1.3", ratio >= 1.3)
+}
+
+/// On the wire, queue drain at 1,000 waiters: a hand-off costs at most 0.6 × the peer's.
+pub fn wire_drain(waiters: usize, ratio: f64) -> Target {
+    if waiters == 1000 {
+        Target::new("≤ 0.6 × peer", ratio <= 0.6)
+    } else {
+        Target::default()
+    }
+}

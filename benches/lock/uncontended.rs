@@ -183,23 +183,29 @@ async fn cycles(side: Side, hosts: &str, warmup: usize, cycles: usize) -> Vec<f6
 
 /// Each side's mean, p50 and p99 µs per cycle, over the repetitions.
 #[derive(Default)]
-struct Cycles {
-    mean: PerSide<Reps>,
-    p50: PerSide<Reps>,
-    p99: PerSide<Reps>,
+pub struct Cycles {
+    pub mean: PerSide<Reps>,
+    pub p50: PerSide<Reps>,
+    pub p99: PerSide<Reps>,
 }
 
-pub async fn run(table: &mut Table, opts: &Opts, label: &str, hosts: &str) {
-    eprintln!("uncontended ({label})");
-    let floor = floor(hosts, opts.cycles.min(300)).await;
+/// Both sides' cycles on `hosts`, alternating, `cycles` timed ones per repetition.
+pub async fn measure(opts: &Opts, hosts: &str, cycles_per_rep: usize) -> Cycles {
     let mut stats = Cycles::default();
     for side in Side::alternating(opts.reps) {
-        let lat = cycles(side, hosts, opts.warmup, opts.cycles).await;
+        let lat = cycles(side, hosts, opts.warmup, cycles_per_rep).await;
         stats.mean[side].push(mean(&lat));
         let s = sorted(lat);
         stats.p50[side].push(percentile(&s, 50.0));
         stats.p99[side].push(percentile(&s, 99.0));
     }
+    stats
+}
+
+pub async fn run(table: &mut Table, opts: &Opts, label: &str, hosts: &str) {
+    eprintln!("uncontended ({label})");
+    let floor = floor(hosts, opts.cycles.min(300)).await;
+    let stats = measure(opts, hosts, opts.cycles).await;
     let scenario = format!("uncontended, {label}");
     table.push(
         Row::new(&scenario, "mean µs/cycle")
