@@ -5,11 +5,18 @@
 //!   (no herd effect). Blocking, non-blocking and bounded-wait acquisition; fencing tokens;
 //!   a guard that learns when its lock is lost; cancellation that never leaks a node. Tasks
 //!   sharing one `Mutex` exclude each other as processes do.
+//! * [`RwLock`]: a read/write lock on the same queue: many readers or one writer, fair (a
+//!   reader that arrives after a waiting writer waits for it), each waiter woken alone by the
+//!   one contender it waits on.
+//! * [`Semaphore`]: at most N [`Lease`]s at a time, one acquirer at a time waiting on the
+//!   count behind an internal [`Mutex`].
 //! * [`LeaderElection`]: master/follower roles on the same queue.
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!
-//! Both recipes name their nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`), so a Rust
-//! service can share a lock path with Java services using Curator's `InterProcessMutex`.
+//! Every recipe names its nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`,
+//! `_c_<uuid>-__READ__<seq>`, `<path>/leases/_c_<uuid>-lease-<seq>`, …), so a Rust service
+//! can share a path with Java services using Curator's `InterProcessMutex`,
+//! `InterProcessReadWriteLock`, `InterProcessSemaphoreV2` or `LeaderLatch`.
 //!
 //! ```no_run
 //! use std::time::Duration;
