@@ -652,12 +652,14 @@ async fn suspension_is_loss_by_default_and_tolerated_when_asked() {
 }
 
 /// A waiting `lock()` is stored by the task that awaits it, for as long as it waits: with
-/// thousands of waiters its size is their memory (496 bytes before the queue redesign, 488
-/// after, with the waiting state boxed on the heap); a
-/// regression past the bound fails here, not only in the benchmark.
+/// thousands of waiters its size is their memory. It holds the whole waiting state (the
+/// contender, the watch on its blocker): 632 bytes after the queue redesign, whose waiters
+/// keep no other allocation than their node's and blocker's paths (496 bytes before it,
+/// with part of the waiting state elsewhere). A regression past the bound fails here, not
+/// only in the benchmark.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiting_lock_future_stays_small() {
-    const BOUND: usize = 512;
+    const BOUND: usize = 640;
     let ensemble = Ensemble::shared(1).await;
     let s = session(ensemble).await;
     let mutex = Mutex::new(&s, &unique_root("size")).unwrap();

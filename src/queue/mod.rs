@@ -242,8 +242,7 @@ impl Queue {
         let started = Instant::now();
         async move {
             loop {
-                // Boxed: entering takes no room in a waiting acquisition.
-                let entering = Box::pin(self.enter(session, &[], wait));
+                let entering = self.enter(session, &[], wait);
                 let Some(mut contender) = entering.await? else {
                     return Ok(None);
                 };
