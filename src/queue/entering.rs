@@ -172,7 +172,7 @@ impl Creating {
             return None;
         }
         self.armed = false;
-        let ahead = Ahead::of(children, seq, |name| self.blockers.blocks(name));
+        let ahead = Ahead::of(children, seq, self.blockers.blocks());
         debug!(%node, ahead = ahead.count, "entered the queue");
         Some(Contender {
             session: self.session.clone(),
@@ -180,7 +180,7 @@ impl Creating {
             place: Place::of(&self.root, &ahead, self.blockers.crowded(children.len())),
             // One that entered first is seen as first by every successor already.
             marks: matches!(self.blockers, Blockers::Every) && ahead.count > 0,
-            blockers: self.blockers,
+            blocks: self.blockers.blocks(),
             armed: true,
             node,
             czxid,
@@ -224,12 +224,13 @@ impl Drop for Creating {
 }
 
 impl Place {
-    /// Where a listing puts a contender under `root`, in a root that is `crowded` or not.
-    pub(super) fn of(root: &str, ahead: &Ahead<'_>, crowded: bool) -> Place {
-        match ahead.blocker {
-            None if crowded => Place::Crowded,
-            None => Place::First,
-            Some(name) => Place::Behind {
+    /// Where a listing puts a contender under `root`, in a root that has more children than
+    /// `crowded`, if any, the most it may have.
+    pub(super) fn of(root: &str, ahead: &Ahead<'_>, crowded: Option<u32>) -> Place {
+        match (ahead.blocker, crowded) {
+            (None, Some(max)) => Place::Crowded(max),
+            (None, None) => Place::First,
+            (Some(name), _) => Place::Behind {
                 blocker: path::join(root, name).into_boxed_str(),
                 blocker_first: ahead.blocker_first,
             },

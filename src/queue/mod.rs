@@ -104,19 +104,30 @@ pub(crate) enum Blockers {
 }
 
 impl Blockers {
-    fn blocks(self, name: &str) -> bool {
+    /// Which names ahead keep such a contender from holding (a contender keeps only this,
+    /// not the whole `Blockers`: it is stored by every waiter).
+    fn blocks(self) -> fn(&str) -> bool {
+        fn every(_: &str) -> bool {
+            true
+        }
+        fn none(_: &str) -> bool {
+            false
+        }
         match self {
-            Blockers::Every => true,
-            Blockers::Only(blocks) => blocks(name),
-            Blockers::Crowd(_) => false,
+            Blockers::Every => every,
+            Blockers::Only(blocks) => blocks,
+            Blockers::Crowd(_) => none,
         }
     }
 
-    /// Whether a root with `children` children keeps such a contender from holding.
-    fn crowded(self, children: usize) -> bool {
+    /// The most children a root may have for such a contender to hold, if a root with
+    /// `children` children has more.
+    fn crowded(self, children: usize) -> Option<u32> {
         match self {
-            Blockers::Crowd(max) => usize::try_from(max).is_ok_and(|max| children > max),
-            Blockers::Every | Blockers::Only(_) => false,
+            Blockers::Crowd(max) if usize::try_from(max).is_ok_and(|max| children > max) => {
+                Some(max)
+            }
+            Blockers::Every | Blockers::Only(_) | Blockers::Crowd(_) => None,
         }
     }
 }
@@ -302,7 +313,8 @@ pub(crate) struct Contender {
     node: String,
     czxid: i64,
     place: Place,
-    blockers: Blockers,
+    /// Which names ahead keep it from holding (see [`Blockers::blocks`]).
+    blocks: fn(&str) -> bool,
     /// Whether leaving while first must mark the root: an exclusive contender that entered
     /// behind others, so its successors may not know that it became first.
     marks: bool,
@@ -315,8 +327,9 @@ pub(crate) struct Contender {
 enum Place {
     /// No one ahead blocks it.
     First,
-    /// The root has more children than it may (see [`Blockers::Crowd`]).
-    Crowded,
+    /// The root has more children than this, the most it may have (see
+    /// [`Blockers::Crowd`]).
+    Crowded(u32),
     /// Behind `blocker` (a full path), which was first when last looked if `blocker_first`.
     Behind {
         blocker: Box<str>,

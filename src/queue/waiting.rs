@@ -102,7 +102,7 @@ impl Contender {
         loop {
             let (blocker, blocker_first) = match &self.place {
                 Place::First => return Ok(Turn::First),
-                Place::Crowded => {
+                Place::Crowded(_) => {
                     if !Box::pin(self.thinned()).await? {
                         return Ok(self.evicted());
                     }
@@ -207,9 +207,10 @@ impl Contender {
             return Ok(false);
         }
         let seq = sequence(own).unwrap_or_default();
-        let ahead = Ahead::of(&children, seq, |name| self.blockers.blocks(name));
+        let ahead = Ahead::of(&children, seq, self.blocks);
         debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
-        self.place = Place::of(root, &ahead, self.blockers.crowded(children.len()));
+        // Not crowded: a contender that holds by count has no blocker to look after.
+        self.place = Place::of(root, &ahead, None);
         Ok(true)
     }
 
@@ -217,6 +218,10 @@ impl Contender {
     /// `true`, with our node in the listing) or our node is not among them (`false`). Every
     /// notification is only a reason to list again; the watch goes with the last listing.
     async fn thinned(&mut self) -> Result<bool> {
+        let Place::Crowded(max) = self.place else {
+            return Ok(true);
+        };
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
         let (root, own) = self.root_and_name();
         let holds = loop {
             let (children, watcher) = {
@@ -226,7 +231,7 @@ impl Contender {
             if !children.iter().any(|child| child == own) {
                 break false;
             }
-            if !self.blockers.crowded(children.len()) {
+            if children.len() <= max {
                 debug!(node = %self.node, children = children.len(), "few enough; holds");
                 break true;
             }
