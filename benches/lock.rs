@@ -8,8 +8,7 @@
 //! Prints one markdown table of medians over the repetitions, with the spread
 //! `[min–max]` to show the noise, the ratio zk-recipes / peer, and the team's targets.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use zk_harness as support;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

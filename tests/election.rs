@@ -1,13 +1,11 @@
 //! Leader election against real ZooKeeper servers started by the harness.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{await_children, await_empty, unique_root, Ensemble};
 use tokio::time::Instant;
+use zk_harness::{await_children, await_empty, unique_root, Ensemble};
 use zk_recipes::{Candidate, Error, LeaderElection, Role, Session};
 use zookeeper_client::Client;
 
@@ -181,7 +179,7 @@ async fn cut_off_leader_steps_down_before_the_next_one_leads() {
         &client(&other_session),
         &root,
         "the re-joined candidate",
-        |now| now.len() == 2 && now[0] == support::name(new.node()),
+        |now| now.len() == 2 && now[0] == zk_harness::name(new.node()),
     )
     .await;
     let ids: Vec<String> = observer

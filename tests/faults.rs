@@ -10,16 +10,14 @@
 //! Each scenario runs on its own ensemble. The scenarios run one at a time (see
 //! [`serial`]): three JVMs per scenario are all a 2-core machine can carry reliably.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::history::{critical_section, History, Section};
-use support::{await_count, await_empty, name, observe, unique_root, Ensemble};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use zk_harness::history::{critical_section, History, Section};
+use zk_harness::{await_count, await_empty, name, observe, unique_root, Ensemble};
 use zk_recipes::{
     Candidate, Error, LeaderElection, Leadership, Mutex, Role, Session, SessionEvent,
 };
@@ -58,7 +56,7 @@ async fn observer(hosts: &str) -> Client {
 /// Waits until `root` holds exactly the nodes named `expected`.
 async fn await_children(client: &Client, root: &str, expected: &[&str]) {
     let expected: BTreeSet<String> = expected.iter().map(|s| s.to_string()).collect();
-    support::await_children(client, root, &format!("{expected:?}"), |now| {
+    zk_harness::await_children(client, root, &format!("{expected:?}"), |now| {
         now.iter().cloned().collect::<BTreeSet<_>>() == expected
     })
     .await;
@@ -498,7 +496,7 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
 // ----- 4. the connection is cut right after a create -----
 
 /// Cuts the proxy, waits until the client noticed, restores, waits until reconnected.
-async fn blip(proxy: &support::Proxy, events: &mut watch::Receiver<SessionEvent>) {
+async fn blip(proxy: &zk_harness::Proxy, events: &mut watch::Receiver<SessionEvent>) {
     events.borrow_and_update();
     proxy.cut();
     bounded(

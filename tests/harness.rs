@@ -1,10 +1,8 @@
 //! Tests of the test harness itself, against real ZooKeeper servers.
 
-mod support;
-
 use std::time::Duration;
 
-use support::{expire_session, unique_root, Ensemble};
+use zk_harness::{expire_session, unique_root, Ensemble};
 use zookeeper_client::{Acls, Client, CreateMode, SessionState, StateWatcher};
 
 /// Waits until the watcher reports `want`; panics after `timeout`.

@@ -9,17 +9,15 @@
 //! Overrides: `CURATOR_CLASSPATH` (jars for the Java peer), `INTEROP_JAVA`, `INTEROP_JAVAC`,
 //! `KAZOO_PYTHON` (a python3 that can `import kazoo`).
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use support::{await_count, await_empty, children, name, unique_root, Ensemble};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use zk_harness::{await_count, await_empty, children, name, unique_root, Ensemble};
 use zk_recipes::{Candidate, LeaderElection, Mutex, MutexGuard, Role, Session};
 use zookeeper_client::{Acls, Client, CreateMode};
 

@@ -1,13 +1,11 @@
 //! The mutex against real ZooKeeper servers started by the harness.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{await_count, await_empty, children, name, unique_root, Ensemble};
+use zk_harness::{await_count, await_empty, children, name, unique_root, Ensemble};
 use zk_recipes::{DistributedLock, Error, Loss, Mutex, Session};
 use zookeeper_client::{Acls, Client, CreateMode};
 
@@ -30,7 +28,7 @@ fn client(session: &Session) -> Client {
 async fn await_children(client: &Client, root: &str, expected: &[&str]) {
     let mut expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
     expected.sort();
-    support::await_children(client, root, &format!("{expected:?}"), |now| {
+    zk_harness::await_children(client, root, &format!("{expected:?}"), |now| {
         let mut now = now.to_vec();
         now.sort();
         now == expected
@@ -464,7 +462,7 @@ async fn lost_on_session_expiry_and_the_next_waiter_acquires() {
     let waiter = tokio::spawn(async move { next.lock().await.map(|g| (g.fencing_token(), g)) });
     await_count(&observer, &root, 2).await;
 
-    support::expire_session(&ensemble.connect_string(), client(&a).session()).await;
+    zk_harness::expire_session(&ensemble.connect_string(), client(&a).session()).await;
     let loss = tokio::time::timeout(PATIENCE, guard.lost()).await.unwrap();
     assert!(
         matches!(loss, Loss::SessionExpired | Loss::Suspended),

@@ -6,16 +6,14 @@
 //! Every test works under its own root and ends by checking that nothing is left under it.
 //! A wait that the bug turns into a hang is bounded, so that it fails with a message.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::history::{History, Section};
-use support::{await_children, await_count, await_empty, children, name, unique_root, Ensemble};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use zk_harness::history::{History, Section};
+use zk_harness::{await_children, await_count, await_empty, children, name, unique_root, Ensemble};
 use zk_recipes::{
     Candidate, DistributedLock, Error, LeaderElection, Loss, Mutex, MutexGuard, Role, Session,
     SessionEvent,

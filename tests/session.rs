@@ -1,11 +1,9 @@
 //! `Session` against real ZooKeeper servers started by the harness.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::{unique_root, Ensemble};
 use tokio::sync::watch;
+use zk_harness::{unique_root, Ensemble};
 use zk_recipes::{Error, Mutex, Session, SessionEvent};
 use zookeeper_client::{Acls, CreateMode};
 
@@ -104,7 +102,7 @@ async fn an_expired_session_is_replaced_by_a_new_one() {
     let s = session(&hosts, Duration::from_secs(4)).await;
     let mut seen = record(s.events());
     let old = s.client().unwrap();
-    support::expire_session(&hosts, old.session()).await;
+    zk_harness::expire_session(&hosts, old.session()).await;
     await_events(&mut seen, &[SessionEvent::Expired, SessionEvent::Connected]).await;
     let new = s.client().expect("a new live session");
     assert_ne!(new.session_id(), old.session_id());
@@ -115,7 +113,7 @@ async fn an_expired_session_is_replaced_by_a_new_one() {
     let (_, stat) = new.get_data(guard.node()).await.unwrap();
     assert_eq!(stat.ephemeral_owner, new.session_id().0);
     guard.release().await.unwrap();
-    support::await_empty(&new, &root).await;
+    zk_harness::await_empty(&new, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -186,7 +184,7 @@ async fn a_chroot_confines_the_recipes() {
         .unwrap();
     assert_eq!(inside.len(), 1);
     guard.release().await.unwrap();
-    support::await_empty(&admin, &format!("{chroot}/locks/x")).await;
+    zk_harness::await_empty(&admin, &format!("{chroot}/locks/x")).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
