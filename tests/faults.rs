@@ -10,64 +10,28 @@
 //! Each scenario runs on its own ensemble. The scenarios run one at a time (see
 //! [`serial`]): three JVMs per scenario are all a 2-core machine can carry reliably.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_harness::history::{critical_section, History, Section};
-use zk_harness::{await_count, await_empty, name, observe, unique_root, Ensemble};
+use zk_harness::{
+    await_children, await_count, await_empty, await_events, await_one_leader, bounded, leaders,
+    name, observe, observer, record_events, session, unique_root, Ensemble, PATIENCE, WORK,
+};
 use zk_recipes::{
     Candidate, Error, LeaderElection, Leadership, Mutex, Role, Session, SessionEvent,
 };
-use zookeeper_client::{Client, SessionState};
+use zookeeper_client::SessionState;
 
-/// Upper bound for anything a test waits on; reaching it fails the test.
-const PATIENCE: Duration = Duration::from_secs(30);
 /// Slack allowed past a caller's own bound on a noisy 2-core machine.
 const SLACK: Duration = Duration::from_secs(2);
-/// How long a contender holds the lock: simulated work, not synchronisation.
-const WORK: Duration = Duration::from_millis(2);
 
 /// Runs the scenarios one after another, whatever `--test-threads` says.
 async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     SERIAL.lock().await
-}
-
-async fn session_on(hosts: &str, timeout: Duration) -> Session {
-    Session::builder()
-        .session_timeout(timeout)
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("connect {hosts}: {err}"))
-}
-
-/// A plain client with a long session, to look at the servers across faults.
-async fn observer(hosts: &str) -> Client {
-    Client::connector()
-        .with_session_timeout(Duration::from_secs(30))
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("observer connect {hosts}: {err}"))
-}
-
-/// Waits until `root` holds exactly the nodes named `expected`.
-async fn await_children(client: &Client, root: &str, expected: &[&str]) {
-    let expected: BTreeSet<String> = expected.iter().map(|s| s.to_string()).collect();
-    zk_harness::await_children(client, root, &format!("{expected:?}"), |now| {
-        now.iter().cloned().collect::<BTreeSet<_>>() == expected
-    })
-    .await;
-}
-
-/// Fails the test if `work` takes longer than `within`.
-async fn bounded<T>(what: &str, within: Duration, work: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(within, work).await {
-        Ok(done) => done,
-        Err(_) => panic!("{what}: not within {within:?}"),
-    }
 }
 
 /// What one contender saw.
@@ -163,48 +127,6 @@ fn summary(tallies: &[Tally]) -> (usize, usize, Vec<String>, Vec<String>) {
     (sections, untrusted, lock_errors, release_errors)
 }
 
-/// Records every event of `session` with its instant, as soon as it is published.
-fn record_events(session: &Session) -> watch::Receiver<Vec<(Instant, SessionEvent)>> {
-    let mut events = session.events();
-    let (log, seen) = watch::channel(Vec::new());
-    tokio::spawn(async move {
-        while events.changed().await.is_ok() {
-            let event = *events.borrow_and_update();
-            log.send_modify(|all| all.push((Instant::now(), event)));
-            if event == SessionEvent::Closed {
-                return;
-            }
-        }
-    });
-    seen
-}
-
-/// Waits until the recorded events contain `wanted` in this order (others may lie between).
-async fn await_events(
-    log: &mut watch::Receiver<Vec<(Instant, SessionEvent)>>,
-    wanted: &[SessionEvent],
-    within: Duration,
-) -> Vec<Instant> {
-    let find = |all: &[(Instant, SessionEvent)]| {
-        let mut at = Vec::new();
-        let mut rest = all.iter();
-        for want in wanted {
-            at.push(rest.by_ref().find(|(_, e)| e == want)?.0);
-        }
-        Some(at)
-    };
-    let waited = tokio::time::timeout(within, log.wait_for(|all| find(all).is_some()))
-        .await
-        .map(|seen| seen.map(|all| find(&all)));
-    match waited {
-        Ok(Ok(Some(at))) => at,
-        _ => panic!(
-            "events {wanted:?} not seen within {within:?}; saw {:?}",
-            log.borrow().iter().map(|(_, e)| *e).collect::<Vec<_>>()
-        ),
-    }
-}
-
 // ----- 1. the leader server is killed -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -219,7 +141,7 @@ async fn killed_leader_server_keeps_exclusion_and_progress() {
     let mut sessions = Vec::new();
     let mut tasks = Vec::new();
     for s in 0..4 {
-        let session = session_on(&hosts, Duration::from_secs(4)).await;
+        let session = session(&hosts, Duration::from_secs(4)).await;
         for c in 0..2 {
             tasks.push(spawn_contender(
                 format!("s{s}c{c}"),
@@ -290,7 +212,7 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
     let history = History::new();
 
     // The holder talks to the server that will be paused, and only to it.
-    let holder_session = session_on(&ensemble.address(paused), TIMEOUT).await;
+    let holder_session = session(&ensemble.address(paused), TIMEOUT).await;
     let mut holder_events = record_events(&holder_session);
     let holder_mutex = Mutex::new(&holder_session, &root).unwrap();
     let guard = holder_mutex.lock().await.unwrap();
@@ -306,7 +228,7 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
     let mut tasks = Vec::new();
     let mut sessions = Vec::new();
     for s in 0..2 {
-        let session = session_on(&others, TIMEOUT).await;
+        let session = session(&others, TIMEOUT).await;
         for c in 0..2 {
             tasks.push(spawn_contender(
                 format!("s{s}c{c}"),
@@ -390,7 +312,7 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
     let history = History::new();
     let proxy = ensemble.proxy(0).await;
 
-    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let cut_session = session(&proxy.address(), TIMEOUT).await;
     let old_session_id = cut_session.client().unwrap().session_id();
     let mut cut_events = record_events(&cut_session);
     let cut_mutex = Mutex::new(&cut_session, &root).unwrap();
@@ -403,7 +325,7 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
         })
     };
 
-    let other_session = session_on(&hosts, TIMEOUT).await;
+    let other_session = session(&hosts, TIMEOUT).await;
     let other = {
         let mutex = Mutex::new(&other_session, &root).unwrap();
         let history = history.clone();
@@ -525,7 +447,7 @@ async fn cut_during_a_create_leaves_no_node_behind() {
     let hosts = ensemble.connect_string();
     let root = unique_root("cut-create");
     let observer = observer(&hosts).await;
-    let holder_session = session_on(&hosts, TIMEOUT).await;
+    let holder_session = session(&hosts, TIMEOUT).await;
     let holder = Mutex::new(&holder_session, &root)
         .unwrap()
         .lock()
@@ -533,7 +455,7 @@ async fn cut_during_a_create_leaves_no_node_behind() {
         .unwrap();
     let holder_name = name(holder.node()).to_owned();
     let proxy = ensemble.proxy(1).await;
-    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let cut_session = session(&proxy.address(), TIMEOUT).await;
     let mut events = cut_session.events();
     let delays_us = [0u64, 100, 300, 600, 1000, 2000, 4000, 8000];
     let mut outcomes = Vec::new();
@@ -629,7 +551,7 @@ async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
     let hosts = ensemble.connect_string();
     let lock_root = unique_root("quorum-lock");
     let election_root = unique_root("quorum-election");
-    let session = session_on(&hosts, TIMEOUT).await;
+    let session = session(&hosts, TIMEOUT).await;
     let mut events = session.events();
     let mutex = Mutex::new(&session, &lock_root).unwrap();
     let election = LeaderElection::new(&session, &election_root, "a").unwrap();
@@ -778,49 +700,6 @@ fn follow_terms(
     })
 }
 
-/// The candidates that report Leader.
-fn leaders(candidates: &[Arc<Candidate>]) -> Vec<usize> {
-    (0..candidates.len())
-        .filter(|&i| candidates[i].role() == Role::Leader)
-        .collect()
-}
-
-/// Waits until one candidate reports Leader; returns it and when.
-async fn await_a_leader(candidates: &[Arc<Candidate>], within: Duration) -> (usize, Instant) {
-    let mut roles: Vec<_> = candidates.iter().map(|c| c.roles()).collect();
-    let wait = async {
-        loop {
-            let now = leaders(candidates);
-            assert!(now.len() <= 1, "two candidates report Leader: {now:?}");
-            if let [one] = now[..] {
-                return (one, Instant::now());
-            }
-            let changes = roles.iter_mut().map(|r| Box::pin(r.changed()));
-            let (changed, _, _) = select_all(changes).await;
-            changed.expect("a candidate's campaign ended");
-        }
-    };
-    bounded("a leader", within, wait).await
-}
-
-/// Resolves with the first of `futures` to resolve, as `(output, index, rest)`.
-async fn select_all<F: std::future::Future + Unpin>(
-    futures: impl Iterator<Item = F>,
-) -> (F::Output, usize, Vec<F>) {
-    let mut futures: Vec<F> = futures.collect();
-    let (output, index) = std::future::poll_fn(|cx| {
-        for (i, f) in futures.iter_mut().enumerate() {
-            if let std::task::Poll::Ready(out) = std::pin::Pin::new(f).poll(cx) {
-                return std::task::Poll::Ready((out, i));
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await;
-    futures.remove(index);
-    (output, index, futures)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn election_keeps_one_leader_through_faults() {
     let _serial = serial().await;
@@ -835,9 +714,9 @@ async fn election_keeps_one_leader_through_faults() {
     // leader server later does not strand it.
     let proxy = ensemble.proxy((server_leader + 1) % 3).await;
     let sessions = [
-        session_on(&proxy.address(), TIMEOUT).await,
-        session_on(&hosts, TIMEOUT).await,
-        session_on(&hosts, TIMEOUT).await,
+        session(&proxy.address(), TIMEOUT).await,
+        session(&hosts, TIMEOUT).await,
+        session(&hosts, TIMEOUT).await,
     ];
     let mut cut_events = record_events(&sessions[0]);
     let ids = ["c0", "c1", "c2"];
@@ -870,7 +749,7 @@ async fn election_keeps_one_leader_through_faults() {
     .await
     .unwrap();
     let stepped_down = cut_at.elapsed();
-    let (next, led_at) = await_a_leader(&candidates, PATIENCE).await;
+    let (next, led_at) = await_one_leader(&candidates, PATIENCE).await;
     let cut_gap = led_at - cut_at;
     assert_ne!(next, 0, "the cut-off candidate still reports Leader");
     assert!(
@@ -901,7 +780,7 @@ async fn election_keeps_one_leader_through_faults() {
     .unwrap();
     ensemble.wait_for_leader(PATIENCE).await;
     let elected_at = Instant::now();
-    let (again, led_again_at) = await_a_leader(&candidates, 2 * TIMEOUT + SLACK).await;
+    let (again, led_again_at) = await_one_leader(&candidates, 2 * TIMEOUT + SLACK).await;
     let kill_gap = led_again_at - elected_at;
     assert!(
         kill_gap <= 2 * TIMEOUT,
@@ -953,10 +832,10 @@ async fn lock_rides_out_a_dead_connection_and_an_expiry() {
 
     // (a) The create is in flight on a connection that dies without an answer (its server
     // is paused until the client gives up on the connection); the session survives.
-    let session = session_on(&ensemble.address(paused), TIMEOUT).await;
-    let mut events = session.events();
+    let paused_session = session(&ensemble.address(paused), TIMEOUT).await;
+    let mut events = paused_session.events();
     events.borrow_and_update();
-    let mutex = Mutex::new(&session, &root).unwrap();
+    let mutex = Mutex::new(&paused_session, &root).unwrap();
     mutex.lock().await.unwrap().release().await.unwrap();
     ensemble.pause(paused);
     let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
@@ -982,14 +861,14 @@ async fn lock_rides_out_a_dead_connection_and_an_expiry() {
 
     // (b) A lock() waiting behind a holder when its session expires enters the queue again
     // on the new session and acquires once the holder releases.
-    let holder_session = session_on(&hosts, TIMEOUT).await;
+    let holder_session = session(&hosts, TIMEOUT).await;
     let holder = Mutex::new(&holder_session, &root)
         .unwrap()
         .lock()
         .await
         .unwrap();
     let proxy = ensemble.proxy(paused).await;
-    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let cut_session = session(&proxy.address(), TIMEOUT).await;
     let mut events = cut_session.events();
     let mutex = Mutex::new(&cut_session, &root).unwrap();
     let waiter = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });

@@ -13,54 +13,26 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_harness::history::{History, Section};
-use zk_harness::{await_children, await_count, await_empty, children, name, unique_root, Ensemble};
+use zk_harness::{
+    await_count, await_empty, await_queue, bounded, children, live_client, name, observer,
+    participant_ids, session, tolerant_session, unique_root, Ensemble, PATIENCE, WORK,
+};
 use zk_recipes::{
     Candidate, DistributedLock, Error, LeaderElection, Loss, Mutex, MutexGuard, Role, Session,
     SessionEvent,
 };
 use zookeeper_client::Client;
 
-/// Upper bound for anything a test waits on; reaching it fails the test.
-const PATIENCE: Duration = Duration::from_secs(30);
 /// Promptness required where the bug takes seconds or forever: generous on a loaded machine.
 const PROMPT: Duration = Duration::from_secs(1);
 /// How long a test lets a slow operation run to report what it finally did.
 const MEASURE: Duration = Duration::from_secs(10);
-/// How long a contender holds the lock: simulated work, not synchronisation.
-const WORK: Duration = Duration::from_millis(2);
-
-async fn session(hosts: &str) -> Session {
-    Session::builder()
-        .session_timeout(Duration::from_secs(10))
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("connect {hosts}: {err}"))
-}
-
-/// A plain client: an operator, a reaper, Curator's revoker, or an observer.
-async fn admin(hosts: &str) -> Client {
-    Client::connector()
-        .with_session_timeout(Duration::from_secs(30))
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("admin connect {hosts}: {err}"))
-}
+/// Session timeout of the contenders' sessions.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The ZooKeeper session id of `session`, as `wchp` prints it.
 fn session_id(session: &Session) -> String {
-    session
-        .client()
-        .expect("live session")
-        .session_id()
-        .to_string()
-}
-
-/// Fails the test if `work` takes longer than `within`.
-async fn bounded<T>(what: &str, within: Duration, work: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(within, work).await {
-        Ok(done) => done,
-        Err(_) => panic!("{what}: not within {within:?}"),
-    }
+    live_client(session).session_id().to_string()
 }
 
 /// The first characters of a debug print that may hold megabytes.
@@ -83,8 +55,8 @@ async fn a_shared_mutex_value_excludes_its_tasks() {
     const SECTIONS: usize = 20;
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("shared-value");
-    let s = session(&ensemble.connect_string()).await;
-    let observer = admin(&ensemble.connect_string()).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
     let mutex = Arc::new(Mutex::new(&s, &root).unwrap());
     let inside = Arc::new(AtomicUsize::new(0));
     let overlapped = Arc::new(AtomicUsize::new(0));
@@ -195,12 +167,12 @@ async fn a_waiter_whose_node_was_deleted_never_takes_the_lock() {
     let hosts = ensemble.connect_string();
     let root = unique_root("deleted-waiter");
     let (h, w, x) = (
-        session(&hosts).await,
-        session(&hosts).await,
-        session(&hosts).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
     );
     let (w_id, x_id) = (session_id(&w), session_id(&x));
-    let operator = admin(&hosts).await;
+    let operator = observer(&hosts).await;
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
         let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
@@ -305,11 +277,11 @@ async fn a_candidate_whose_node_was_deleted_never_leads() {
     let hosts = ensemble.connect_string();
     let root = unique_root("deleted-candidate");
     let (sa, sb, sc) = (
-        session(&hosts).await,
-        session(&hosts).await,
-        session(&hosts).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
     );
-    let operator = admin(&hosts).await;
+    let operator = observer(&hosts).await;
     let join = |s: &Session, id: &'static str| {
         let election = LeaderElection::new(s, &root, id).unwrap();
         async move { election.join().await.unwrap() }
@@ -341,18 +313,12 @@ async fn a_candidate_whose_node_was_deleted_never_leads() {
     let resigned = Instant::now();
     let c_led = bounded("C leads", PATIENCE, c.leadership()).await.unwrap();
     // B has had its chance to misbehave once it is back in the queue, behind C.
-    await_children(&operator, &root, "B's new node behind C", |now| {
+    await_queue(&operator, &root, "B's new node behind C", |now| {
         now.len() == 2 && now[0] == name(c_led.node()) && now[1] != name(&b_node)
     })
     .await;
     let observer = LeaderElection::new(&sa, &root, "observer").unwrap();
-    let ids: Vec<String> = observer
-        .participants()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| p.id)
-        .collect();
+    let ids = participant_ids(&observer).await;
     assert_eq!(ids, ["C", "B"], "B must join again behind C");
 
     let log = log.lock().unwrap().clone();
@@ -417,11 +383,11 @@ async fn a_data_write_to_the_holder_neither_lets_the_next_in_nor_leaks_the_node(
     let hosts = ensemble.connect_string();
     let root = unique_root("revoke");
     let (h, w, t) = (
-        session(&hosts).await,
-        session(&hosts).await,
-        session(&hosts).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
     );
-    let revoker = admin(&hosts).await;
+    let revoker = observer(&hosts).await;
     let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
     let mut waiter = {
         let mutex = Mutex::new(&w, &root).unwrap();
@@ -489,8 +455,8 @@ async fn oversized_input_is_refused_at_once_and_leaves_the_session_alone() {
     let hosts = ensemble.connect_string();
     let held_root = unique_root("oversized-held");
     let root = unique_root("oversized");
-    let s = session(&hosts).await;
-    let observer = admin(&hosts).await;
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let observer = observer(&hosts).await;
     let guard = Mutex::new(&s, &held_root).unwrap().lock().await.unwrap();
     let events = s.events();
 
@@ -558,8 +524,8 @@ async fn no_panic<T: Send + 'static>(
 async fn try_lock_for_the_longest_duration_takes_a_free_lock() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("duration-max");
-    let s = session(&ensemble.connect_string()).await;
-    let observer = admin(&ensemble.connect_string()).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
 
     let mutex = Mutex::new(&s, &root).unwrap();
     let taken = no_panic("Mutex::try_lock_for(Duration::MAX)", async move {
@@ -591,8 +557,8 @@ async fn closing_the_session_stops_what_runs_on_it() {
     let hosts = ensemble.connect_string();
     let lock_root = unique_root("close-lock");
     let election_root = unique_root("close-election");
-    let s = session(&hosts).await;
-    let observer = admin(&hosts).await;
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let observer = observer(&hosts).await;
     let guard = Mutex::new(&s, &lock_root).unwrap().lock().await.unwrap();
     let waiter = {
         let mutex = Mutex::new(&s, &lock_root).unwrap();
@@ -652,11 +618,7 @@ async fn nothing_waits_while_no_server_is_reachable() {
     let ensemble = Ensemble::start(1).await;
     let hosts = ensemble.connect_string();
     let root = unique_root("unreachable");
-    let s = Session::builder()
-        .session_timeout(Duration::from_secs(4))
-        .connect(&hosts)
-        .await
-        .unwrap();
+    let s = session(&hosts, Duration::from_secs(4)).await;
     let mutex = Mutex::new(&s, &root).unwrap();
     let election = LeaderElection::new(&s, &root, "observer").unwrap();
     let mut events = s.events();
@@ -689,14 +651,9 @@ async fn nothing_waits_while_no_server_is_reachable() {
 
     // A session that tolerates suspension, cut off for less than its timeout.
     ensemble.restart(0).await;
-    let observer = admin(&hosts).await;
+    let observer = observer(&hosts).await;
     let proxy = ensemble.proxy(0).await;
-    let tolerant = Session::builder()
-        .session_timeout(Duration::from_secs(6))
-        .tolerate_suspension(true)
-        .connect(&proxy.address())
-        .await
-        .unwrap();
+    let tolerant = tolerant_session(&proxy.address(), Duration::from_secs(6)).await;
     let mut events = tolerant.events();
     let guard = Mutex::new(&tolerant, &root).unwrap().lock().await.unwrap();
     proxy.cut();
@@ -935,7 +892,7 @@ async fn under_nemesis(name_: &str, looper: Looper, per_session: usize, rounds: 
     let mut sessions = Vec::new();
     let mut contenders = Vec::new();
     for s in 0..SESSIONS {
-        let session = session(&hosts).await;
+        let session = session(&hosts, SESSION_TIMEOUT).await;
         for c in 0..per_session {
             let who = format!("s{s}c{c}");
             contenders.push(looper(
@@ -949,7 +906,7 @@ async fn under_nemesis(name_: &str, looper: Looper, per_session: usize, rounds: 
         }
         sessions.push(session);
     }
-    let nemesis = spawn_nemesis(admin(&hosts).await, root.clone(), SEED, stopped);
+    let nemesis = spawn_nemesis(observer(&hosts).await, root.clone(), SEED, stopped);
 
     let all = SESSIONS * per_session * rounds;
     let finished = tokio::time::timeout(LOOPS, history.await_entries(all, LOOPS + PATIENCE)).await;
@@ -997,9 +954,9 @@ async fn under_nemesis(name_: &str, looper: Looper, per_session: usize, rounds: 
         finished.is_ok(),
         "only {} of {all} sections within {LOOPS:?}; the root holds {:?}",
         sections.len(),
-        children(&admin(&hosts).await, &root).await
+        children(&observer(&hosts).await, &root).await
     );
-    let observer = admin(&hosts).await;
+    let observer = observer(&hosts).await;
     let emptied = Duration::from_secs(5);
     bounded("the root empties", emptied, await_empty(&observer, &root)).await;
 }

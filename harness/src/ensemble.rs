@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::launcher;
 use crate::proxy::Proxy;
+use crate::wait::PATIENCE;
 
 /// How long a server may take to start serving before the test fails.
 const START_TIMEOUT: Duration = Duration::from_secs(40);
@@ -351,9 +352,9 @@ impl Ensemble {
     }
 
     /// Waits until `session` (a `0x…` id) watches `path`. Setting a watch raises no event
-    /// anyone could wait on, so this polls `wchp`; fails the test after 30 s.
+    /// anyone could wait on, so this polls `wchp`; fails the test after [`PATIENCE`].
     pub async fn await_watcher(&self, path: &str, session: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + PATIENCE;
         loop {
             let watchers = self.watchers(path).await;
             if watchers.contains(session) {
@@ -558,7 +559,7 @@ pub async fn expire_session(connect_string: &str, session: &zookeeper_client::Se
     use zookeeper_client::{Client, Error, SessionState};
 
     let id = session.id();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + PATIENCE;
     loop {
         let twin = Client::connector()
             .with_session(session.clone())

@@ -1,5 +1,5 @@
 //! The test harness of zk-recipes: real ZooKeeper servers started by the tests themselves,
-//! and the helpers the tests share to look at them.
+//! and the helpers the tests share to connect to them and look at them.
 //!
 //! `Ensemble::start(1)` runs a standalone server, `Ensemble::start(3)` a 3-server
 //! ensemble, all on free 127.0.0.1 ports, from Debian's `zookeeper` package
@@ -11,15 +11,39 @@
 //! A test that stops, kills or pauses servers must use its own [`Ensemble::start`],
 //! never [`Ensemble::shared`].
 //!
+//! What the tests share:
+//! * waiting: [`PATIENCE`] bounds every wait, [`bounded`] applies a bound to a future;
+//! * connecting: [`session`], [`tolerant_session`], [`plain_client`], [`observer`],
+//!   [`live_client`];
+//! * a recipe root from outside: [`children`] in queue order, [`await_queue`],
+//!   [`await_children`], [`await_count`], [`await_empty`], [`name`], [`sequence`];
+//! * session events: [`record_events`] and [`await_events`];
+//! * elections: [`leaders`], [`await_one_leader`], [`participant_ids`];
+//! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
+//!   client off, [`expire_session`];
+//! * [`history`]: critical sections recorded and checked for mutual exclusion.
+//!
 //! This crate is a workspace member that is never published: the root package's tests
 //! and benchmark use it as a dev-dependency.
 
+mod candidates;
+mod clients;
 mod ensemble;
+mod events;
 pub mod history;
 mod launcher;
 mod proxy;
+mod wait;
 mod znodes;
 
+pub use candidates::{await_one_leader, leaders, participant_ids, Seat};
+pub use clients::{
+    live_client, observer, plain_client, session, tolerant_session, OBSERVER_TIMEOUT,
+};
 pub use ensemble::{expire_session, four_letter_at, unique_root, Ensemble};
+pub use events::{await_events, record_events, EventLog};
 pub use proxy::Proxy;
-pub use znodes::{await_children, await_count, await_empty, children, name, observe};
+pub use wait::{bounded, PATIENCE, WORK};
+pub use znodes::{
+    await_children, await_count, await_empty, await_queue, children, name, observe, sequence,
+};

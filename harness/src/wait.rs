@@ -1,0 +1,22 @@
+//! Bounds on what a test waits for.
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Upper bound for anything a test waits on; reaching it fails the test.
+///
+/// Generous on purpose: the tests share two cores with other work, and a wait that reaches
+/// this bound means something never happened, not that it was slow.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long a contender holds the lock (or a leader leads) in a loop of critical sections:
+/// simulated work, never synchronisation.
+pub const WORK: Duration = Duration::from_millis(2);
+
+/// Awaits `fut`; fails the test, naming `what`, if it takes longer than `within`.
+pub async fn bounded<T>(what: &str, within: Duration, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(within, fut).await {
+        Ok(done) => done,
+        Err(_) => panic!("{what}: not within {within:?}"),
+    }
+}
