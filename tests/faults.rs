@@ -18,8 +18,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_harness::history::{critical_section, History, Section};
 use zk_harness::{
-    await_children, await_count, await_empty, await_events, await_one_leader, bounded, leaders,
-    name, observe, observer, record_events, session, unique_root, Ensemble, PATIENCE, WORK,
+    await_children, await_count, await_empty, await_events, await_one_leader, await_watch, bounded,
+    leaders, name, observe, observer, record_events, session, unique_root, Ensemble, PATIENCE,
+    WORK,
 };
 use zk_recipes::{
     Candidate, Error, LeaderElection, Leadership, Mutex, Role, Session, SessionEvent,
@@ -422,21 +423,15 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
 async fn blip(proxy: &zk_harness::Proxy, events: &mut watch::Receiver<SessionEvent>) {
     events.borrow_and_update();
     proxy.cut();
-    bounded(
-        "client notices the cut",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
-    )
-    .await
-    .unwrap();
+    await_watch("client notices the cut", events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
     proxy.restore();
-    bounded(
-        "client reconnects",
-        PATIENCE,
-        events.wait_for(|e| matches!(e, SessionEvent::Reconnected | SessionEvent::Connected)),
-    )
-    .await
-    .unwrap();
+    await_watch("client reconnects", events, |e| {
+        matches!(e, SessionEvent::Reconnected | SessionEvent::Connected)
+    })
+    .await;
 }
 
 /// Cuts the proxy until the client declares its session expired, restores it, and waits
@@ -444,21 +439,12 @@ async fn blip(proxy: &zk_harness::Proxy, events: &mut watch::Receiver<SessionEve
 async fn expire_through(proxy: &zk_harness::Proxy, events: &mut watch::Receiver<SessionEvent>) {
     events.borrow_and_update();
     proxy.cut();
-    bounded(
-        "client declares expiry",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Expired),
-    )
-    .await
-    .unwrap();
+    await_watch("client declares expiry", events, |e| {
+        *e == SessionEvent::Expired
+    })
+    .await;
     proxy.restore();
-    bounded(
-        "a new session",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Connected),
-    )
-    .await
-    .unwrap();
+    await_watch("a new session", events, |e| *e == SessionEvent::Connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -580,21 +566,15 @@ async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
     for &i in &stopped {
         ensemble.stop(i);
     }
-    bounded(
-        "the session is suspended",
-        PATIENCE,
-        events.wait_for(|e| *e != SessionEvent::Connected && *e != SessionEvent::Reconnected),
-    )
-    .await
-    .unwrap();
+    await_watch("the session is suspended", &mut events, |e| {
+        *e != SessionEvent::Connected && *e != SessionEvent::Reconnected
+    })
+    .await;
     let mut roles = leader.roles();
-    bounded(
-        "the leader steps down",
-        PATIENCE,
-        roles.wait_for(|r| *r == Role::Follower),
-    )
-    .await
-    .unwrap();
+    await_watch("the leader steps down", &mut roles, |r| {
+        *r == Role::Follower
+    })
+    .await;
 
     let mut report = Vec::new();
     let at = Instant::now();
@@ -748,13 +728,10 @@ async fn election_keeps_one_leader_through_faults() {
     let mut cut_roles = candidates[0].roles();
     let cut_at = Instant::now();
     proxy.cut();
-    bounded(
-        "the cut-off leader steps down",
-        PATIENCE,
-        cut_roles.wait_for(|r| *r == Role::Follower),
-    )
-    .await
-    .unwrap();
+    await_watch("the cut-off leader steps down", &mut cut_roles, |r| {
+        *r == Role::Follower
+    })
+    .await;
     let stepped_down = cut_at.elapsed();
     let (next, led_at) = await_one_leader(&candidates, PATIENCE).await;
     let cut_gap = led_at - cut_at;
@@ -778,13 +755,12 @@ async fn election_keeps_one_leader_through_faults() {
     // Fault 2: the leader server is killed.
     let mut leader_roles = candidates[next].roles();
     ensemble.kill(server_leader);
-    bounded(
+    await_watch(
         "the leader candidate steps down when its server goes",
-        PATIENCE,
-        leader_roles.wait_for(|r| *r == Role::Follower),
+        &mut leader_roles,
+        |r| *r == Role::Follower,
     )
-    .await
-    .unwrap();
+    .await;
     ensemble.wait_for_leader(PATIENCE).await;
     let elected_at = Instant::now();
     let (again, led_again_at) = await_one_leader(&candidates, 2 * TIMEOUT + SLACK).await;
@@ -847,13 +823,12 @@ async fn lock_rides_out_a_connection_that_dies_with_the_create_in_flight() {
     mutex.lock().await.unwrap().release().await.unwrap();
     ensemble.pause(paused);
     let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
-    bounded(
+    await_watch(
         "the client gives up on the paused server",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
+        &mut events,
+        |e| *e == SessionEvent::Suspended,
     )
-    .await
-    .unwrap();
+    .await;
     ensemble.resume(paused);
     let (_mutex, guard) = bounded("lock() after the server is back", PATIENCE, attempt)
         .await
@@ -939,21 +914,15 @@ async fn lock_rides_out_an_expiry_before_its_create_is_sent() {
     let mut events = cut_session.events();
     events.borrow_and_update();
     proxy.cut();
-    bounded(
-        "client notices the cut",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
-    )
-    .await
-    .unwrap();
+    await_watch("client notices the cut", &mut events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
     let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
-    bounded(
-        "client declares expiry",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Expired),
-    )
-    .await
-    .unwrap();
+    await_watch("client declares expiry", &mut events, |e| {
+        *e == SessionEvent::Expired
+    })
+    .await;
     proxy.restore();
     let (_mutex, guard) = bounded("lock() after expiry", PATIENCE, attempt)
         .await

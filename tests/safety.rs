@@ -14,8 +14,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_harness::history::{History, Section};
 use zk_harness::{
-    await_count, await_empty, await_queue, bounded, children, live_client, name, observer,
-    participant_ids, session, tolerant_session, unique_root, Ensemble, PATIENCE, WORK,
+    await_count, await_empty, await_queue, await_watch, bounded, children, live_client, name,
+    observer, participant_ids, session, tolerant_session, unique_root, Ensemble, PATIENCE, WORK,
 };
 use zk_recipes::{
     Candidate, DistributedLock, Error, LeaderElection, Loss, Mutex, MutexGuard, Role, Session,
@@ -623,13 +623,10 @@ async fn nothing_waits_while_no_server_is_reachable() {
     let election = LeaderElection::new(&s, &root, "observer").unwrap();
     let mut events = s.events();
     ensemble.stop(0);
-    bounded(
-        "the session is suspended",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
-    )
-    .await
-    .unwrap();
+    await_watch("the session is suspended", &mut events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
 
     let started = Instant::now();
     let tried = tokio::time::timeout(MEASURE, mutex.try_lock()).await;
@@ -657,13 +654,10 @@ async fn nothing_waits_while_no_server_is_reachable() {
     let mut events = tolerant.events();
     let guard = Mutex::new(&tolerant, &root).unwrap().lock().await.unwrap();
     proxy.cut();
-    bounded(
-        "the tolerant session is suspended",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
-    )
-    .await
-    .unwrap();
+    await_watch("the tolerant session is suspended", &mut events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
     let started = Instant::now();
     let released = tokio::time::timeout(MEASURE, guard.release()).await;
     let took = started.elapsed();

@@ -12,7 +12,8 @@
 //! never [`Ensemble::shared`].
 //!
 //! What the tests share:
-//! * waiting: [`PATIENCE`] bounds every wait, [`bounded`] applies a bound to a future;
+//! * waiting: [`PATIENCE`] bounds every wait, [`bounded`] applies a bound to a future,
+//!   [`await_watch`] waits for the value of a watch channel;
 //! * connecting: [`session`], [`tolerant_session`], [`plain_client`], [`observer`],
 //!   [`live_client`];
 //! * a recipe root from outside: [`children`] in queue order, [`await_queue`],
@@ -43,7 +44,7 @@ pub use clients::{
 pub use ensemble::{expire_session, four_letter_at, unique_root, Ensemble};
 pub use events::{await_events, record_events, EventLog};
 pub use proxy::Proxy;
-pub use wait::{bounded, PATIENCE, WORK};
+pub use wait::{await_watch, bounded, PATIENCE, WORK};
 pub use znodes::{
     await_children, await_count, await_empty, await_queue, children, name, observe, sequence,
 };

@@ -3,6 +3,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 /// Upper bound for anything a test waits on; reaching it fails the test.
 ///
 /// Generous on purpose: the tests share two cores with other work, and a wait that reaches
@@ -18,5 +20,23 @@ pub async fn bounded<T>(what: &str, within: Duration, fut: impl Future<Output = 
     match tokio::time::timeout(within, fut).await {
         Ok(done) => done,
         Err(_) => panic!("{what}: not within {within:?}"),
+    }
+}
+
+/// Waits until the value `receiver` shows satisfies `done`, looking at the current value
+/// first (as [`watch::Receiver::wait_for`] does); fails the test, naming `what`, after
+/// [`PATIENCE`] or if the sender is gone.
+///
+/// A watch channel shows its latest value only, and a value replaced before this looks is
+/// never seen: wait this way for a state that lasts (a session suspended while cut off, a
+/// candidate that stepped down), and with [`await_events`](crate::await_events) for events
+/// that happened.
+pub async fn await_watch<T>(
+    what: &str,
+    receiver: &mut watch::Receiver<T>,
+    done: impl FnMut(&T) -> bool,
+) {
+    if let Err(err) = bounded(what, PATIENCE, receiver.wait_for(done)).await {
+        panic!("{what}: {err}");
     }
 }
