@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk_harness::{
-    await_children, await_count, await_empty, bounded, children, expire_session, live_client, name,
-    observer, sequence, session, tolerant_session, unique_root, Ensemble, PATIENCE,
+    await_children, await_count, await_empty, await_watch, bounded, children, expire_session,
+    live_client, name, observer, sequence, session, tolerant_session, unique_root, Ensemble,
+    PATIENCE,
 };
-use zk_recipes::{DistributedLock, Error, Loss, Mutex, Session};
+use zk_recipes::{DistributedLock, Error, Loss, Mutex, Session, SessionEvent};
 use zookeeper_client::{Acls, Client, CreateMode};
 
 /// Session timeout of the contenders' sessions.
@@ -562,14 +563,12 @@ async fn missing_parents_are_created_as_containers() {
     await_empty(&admin, &root).await;
 }
 
+/// By default a cut connection loses the lock at once, long before the session expires.
 #[tokio::test(flavor = "multi_thread")]
-async fn suspension_is_loss_by_default_and_tolerated_when_asked() {
-    use zk_recipes::SessionEvent;
+async fn suspension_is_loss_by_default() {
     let ensemble = Ensemble::shared(1).await;
-    let root = unique_root("suspend");
+    let root = unique_root("suspend-strict");
     let admin = observer(&ensemble.connect_string()).await;
-
-    // Default: a cut connection loses the lock at once, long before the session expires.
     let proxy = ensemble.proxy(0).await;
     let strict = session(&proxy.address(), Duration::from_secs(20)).await;
     let guard = Mutex::new(&strict, &root).unwrap().lock().await.unwrap();
@@ -578,29 +577,32 @@ async fn suspension_is_loss_by_default_and_tolerated_when_asked() {
     assert_eq!(loss, Loss::Suspended);
     proxy.restore();
     // The session survived, so the late release deletes its own node and says it was lost.
-    let mut events = strict.events();
-    events
-        .wait_for(|e| *e == SessionEvent::Reconnected)
-        .await
-        .unwrap();
+    await_watch("reconnected", &mut strict.events(), |e| {
+        *e == SessionEvent::Reconnected
+    })
+    .await;
     assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
     await_empty(&admin, &root).await;
+}
 
-    // Tolerant: a short suspension keeps the lock; a long one loses it.
+/// A session that tolerates suspension keeps its lock through a short suspension, and
+/// loses it in a long one before the session could expire.
+#[tokio::test(flavor = "multi_thread")]
+async fn suspension_is_tolerated_when_asked_while_it_is_short() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("suspend-tolerant");
+    let admin = observer(&ensemble.connect_string()).await;
     let proxy = ensemble.proxy(0).await;
     let tolerant = tolerant_session(&proxy.address(), Duration::from_secs(6)).await;
     let mut events = tolerant.events();
     let guard = Mutex::new(&tolerant, &root).unwrap().lock().await.unwrap();
     proxy.cut();
-    events
-        .wait_for(|e| *e == SessionEvent::Suspended)
-        .await
-        .unwrap();
+    await_watch("suspended", &mut events, |e| *e == SessionEvent::Suspended).await;
     proxy.restore();
-    events
-        .wait_for(|e| *e == SessionEvent::Reconnected)
-        .await
-        .unwrap();
+    await_watch("reconnected", &mut events, |e| {
+        *e == SessionEvent::Reconnected
+    })
+    .await;
     assert!(
         !guard.is_lost(),
         "a short suspension was not tolerated: {:?}",
@@ -615,10 +617,10 @@ async fn suspension_is_loss_by_default_and_tolerated_when_asked() {
         "loss must come before the session could expire"
     );
     proxy.restore();
-    events
-        .wait_for(|e| *e == SessionEvent::Reconnected)
-        .await
-        .unwrap();
+    await_watch("reconnected", &mut events, |e| {
+        *e == SessionEvent::Reconnected
+    })
+    .await;
     assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
     await_empty(&admin, &root).await;
 }
