@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use zk_harness::{
-    await_empty, await_one_leader, await_queue, bounded, leaders, live_client, name,
+    await_empty, await_one_leader, await_queue, bounded, join_election, leaders, live_client, name,
     participant_ids, session, unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{Candidate, Error, LeaderElection, Role};
@@ -22,8 +22,7 @@ async fn one_leader_at_a_time_and_resign_passes_in_queue_order() {
     let mut candidates: Vec<Option<Candidate>> = Vec::new();
     for i in 0..5 {
         let session = session(&hosts, SESSION_TIMEOUT).await;
-        let election = LeaderElection::new(&session, &root, format!("c{i}")).unwrap();
-        candidates.push(Some(election.join().await.unwrap()));
+        candidates.push(Some(join_election(&session, &root, format!("c{i}")).await));
         sessions.push(session);
     }
     let candidates = Arc::new(tokio::sync::RwLock::new(candidates));
@@ -86,17 +85,9 @@ async fn cut_off_leader_steps_down_before_the_next_one_leads() {
     let proxy = ensemble.proxy(0).await;
     let cut_session = session(&proxy.address(), SESSION_TIMEOUT).await;
     let other_session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
-    let cut = LeaderElection::new(&cut_session, &root, "cut")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let cut = join_election(&cut_session, &root, "cut").await;
     let old = cut.leadership().await.unwrap();
-    let next = LeaderElection::new(&other_session, &root, "next")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let next = join_election(&other_session, &root, "next").await;
     assert_eq!(next.role(), Role::Follower);
 
     let mut old_roles = cut.roles();
@@ -204,8 +195,7 @@ async fn observers_see_participants_in_queue_order() {
     let s = session(&hosts, SESSION_TIMEOUT).await;
     let mut candidates = Vec::new();
     for id in ["alpha", "beta", "gamma"] {
-        let election = LeaderElection::new(&s, &root, id).unwrap();
-        candidates.push(election.join().await.unwrap());
+        candidates.push(join_election(&s, &root, id).await);
     }
     let participants = observer.participants().await.unwrap();
     let ids: Vec<&str> = participants.iter().map(|p| p.id.as_str()).collect();
@@ -252,16 +242,8 @@ async fn dropping_a_candidate_leaves_the_queue() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("drop");
     let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
-    let first = LeaderElection::new(&s, &root, "first")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
-    let second = LeaderElection::new(&s, &root, "second")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let first = join_election(&s, &root, "first").await;
+    let second = join_election(&s, &root, "second").await;
     first.leadership().await.unwrap();
     drop(first);
     let led = bounded("second leads", PATIENCE, second.leadership()).await;

@@ -19,12 +19,10 @@ use tokio::task::JoinHandle;
 use zk_harness::history::{critical_section, History, Section};
 use zk_harness::{
     await_children, await_count, await_empty, await_events, await_one_leader, await_watch, bounded,
-    leaders, name, observe, observer, record_events, session, unique_root, Ensemble, PATIENCE,
-    WORK,
+    join_election, leaders, name, observe, observer, record_events, session, unique_root,
+    unless_stopped, Ensemble, PATIENCE, WORK,
 };
-use zk_recipes::{
-    Candidate, Error, LeaderElection, Leadership, Mutex, Role, Session, SessionEvent,
-};
+use zk_recipes::{Candidate, Error, Leadership, Mutex, Role, Session, SessionEvent};
 use zookeeper_client::SessionState;
 
 /// Slack allowed past a caller's own bound on a noisy 2-core machine.
@@ -75,9 +73,8 @@ fn spawn_contender(
     tokio::spawn(async move {
         let mut tally = Tally::default();
         loop {
-            let acquired = tokio::select! {
-                acquired = mutex.lock() => acquired,
-                _ = stop.wait_for(|&stop| stop) => break,
+            let Some(acquired) = unless_stopped(&mut stop, mutex.lock()).await else {
+                break;
             };
             let guard = match acquired {
                 Ok(guard) => guard,
@@ -547,16 +544,11 @@ async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
     let session = session(&hosts, TIMEOUT).await;
     let mut events = session.events();
     let mutex = Mutex::new(&session, &lock_root).unwrap();
-    let election = LeaderElection::new(&session, &election_root, "a").unwrap();
-    let leader = election.join().await.unwrap();
+    let leader = join_election(&session, &election_root, "a").await;
     bounded("the candidate leads", PATIENCE, leader.leadership())
         .await
         .unwrap();
-    let follower = LeaderElection::new(&session, &election_root, "b")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let follower = join_election(&session, &election_root, "b").await;
     // Prove the lock works before the fault.
     mutex.lock().await.unwrap().release().await.unwrap();
 
@@ -658,19 +650,15 @@ fn follow_terms(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let leadership: Leadership = tokio::select! {
-                led = candidate.leadership() => match led {
-                    Ok(leadership) => leadership,
-                    Err(err) => panic!("{who}: campaign ended: {err}"),
-                },
-                _ = stop.wait_for(|&s| s) => return,
+            let Some(led) = unless_stopped(&mut stop, candidate.leadership()).await else {
+                return;
             };
+            let leadership: Leadership =
+                led.unwrap_or_else(|err| panic!("{who}: campaign ended: {err}"));
             let start = Instant::now();
             history.entered();
-            let (end, told) = tokio::select! {
-                _ = leadership.lost() => (Instant::now(), true),
-                _ = stop.wait_for(|&s| s) => (Instant::now(), false),
-            };
+            let told = unless_stopped(&mut stop, leadership.lost()).await.is_some();
+            let end = Instant::now();
             history.record(Section {
                 who: who.to_owned(),
                 token: leadership.term(),
@@ -709,9 +697,7 @@ async fn election_keeps_one_leader_through_faults() {
     let ids = ["c0", "c1", "c2"];
     let mut candidates = Vec::new();
     for (session, id) in sessions.iter().zip(ids) {
-        let election = LeaderElection::new(session, &root, id).unwrap();
-        let candidate = Arc::new(election.join().await.unwrap());
-        candidates.push(candidate);
+        candidates.push(Arc::new(join_election(session, &root, id).await));
     }
     bounded("c0 leads", PATIENCE, candidates[0].leadership())
         .await

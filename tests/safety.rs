@@ -14,8 +14,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_harness::history::{History, Section};
 use zk_harness::{
-    await_count, await_empty, await_queue, await_watch, bounded, children, live_client, name,
-    observer, participant_ids, session, tolerant_session, unique_root, Ensemble, PATIENCE, WORK,
+    await_count, await_empty, await_queue, await_watch, bounded, children, join_election,
+    live_client, name, observer, participant_ids, session, tolerant_session, unique_root,
+    unless_stopped, Ensemble, PATIENCE, WORK,
 };
 use zk_recipes::{
     Candidate, DistributedLock, Error, LeaderElection, Loss, Mutex, MutexGuard, Role, Session,
@@ -282,19 +283,15 @@ async fn a_candidate_whose_node_was_deleted_never_leads() {
         session(&hosts, SESSION_TIMEOUT).await,
     );
     let operator = observer(&hosts).await;
-    let join = |s: &Session, id: &'static str| {
-        let election = LeaderElection::new(s, &root, id).unwrap();
-        async move { election.join().await.unwrap() }
-    };
-    let a = join(&sa, "A").await;
+    let a = join_election(&sa, &root, "A").await;
     let a_node = bounded("A leads", PATIENCE, a.leadership())
         .await
         .unwrap()
         .node()
         .to_owned();
-    let b = Arc::new(join(&sb, "B").await);
+    let b = Arc::new(join_election(&sb, &root, "B").await);
     await_count(&operator, &root, 2).await;
-    let c = join(&sc, "C").await;
+    let c = join_election(&sc, &root, "C").await;
     let queue = await_count(&operator, &root, 3).await;
     let b_node = format!("{root}/{}", queue[1]);
     let log = Arc::default();
@@ -565,11 +562,7 @@ async fn closing_the_session_stops_what_runs_on_it() {
         tokio::spawn(async move { mutex.lock().await })
     };
     await_count(&observer, &lock_root, 2).await;
-    let candidate = LeaderElection::new(&s, &election_root, "leader")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let candidate = join_election(&s, &election_root, "leader").await;
     let leadership = bounded("the candidate leads", PATIENCE, candidate.leadership())
         .await
         .unwrap();
@@ -713,9 +706,11 @@ fn spawn_nemesis(
         let mut havoc = Havoc::default();
         loop {
             let pause = Duration::from_millis(1 + rng.below(10) as u64);
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                _ = stop.wait_for(|&stop| stop) => return havoc,
+            if unless_stopped(&mut stop, tokio::time::sleep(pause))
+                .await
+                .is_none()
+            {
+                return havoc;
             }
             let queue = children(&client, &root).await;
             if queue.is_empty() {
@@ -757,8 +752,13 @@ struct Tally {
     errors: Vec<String>,
 }
 
-/// Records one section that ran from `enter` to now; trusted if not lost at its end.
-fn record(history: &History, who: &str, token: u64, node: &str, enter: Instant, lost: bool) {
+/// Enters a section now, works for [`WORK`], and records it: trusted if `lost()` says no at
+/// its end.
+async fn section(history: &History, who: &str, token: u64, node: &str, lost: impl Fn() -> bool) {
+    let enter = Instant::now();
+    history.entered();
+    tokio::time::sleep(WORK).await;
+    let lost = lost();
     let exit = Instant::now();
     history.record(Section {
         who: who.to_owned(),
@@ -784,9 +784,8 @@ fn spawn_lock_loop(
     tokio::spawn(async move {
         let mut tally = Tally::default();
         while tally.sections < rounds {
-            let acquired = tokio::select! {
-                acquired = mutex.lock() => acquired,
-                _ = stop.wait_for(|&stop| stop) => break,
+            let Some(acquired) = unless_stopped(&mut stop, mutex.lock()).await else {
+                break;
             };
             let guard = match acquired {
                 Ok(guard) => guard,
@@ -796,18 +795,8 @@ fn spawn_lock_loop(
                     continue;
                 }
             };
-            let enter = Instant::now();
-            history.entered();
-            tokio::time::sleep(WORK).await;
-            let lost = guard.is_lost();
-            record(
-                &history,
-                &who,
-                guard.fencing_token(),
-                guard.node(),
-                enter,
-                lost,
-            );
+            let token = guard.fencing_token();
+            section(&history, &who, token, guard.node(), || guard.is_lost()).await;
             tally.sections += 1;
             if let Err(err) = guard.release().await {
                 tally.errors.push(format!("release: {err}"));
@@ -830,13 +819,13 @@ fn spawn_election_loop(
     tokio::spawn(async move {
         let mut tally = Tally::default();
         while tally.sections < rounds {
-            let led = tokio::select! {
-                led = async {
-                    let candidate = election.join().await?;
-                    let leadership = candidate.leadership().await?;
-                    Ok::<_, Error>((candidate, leadership))
-                } => led,
-                _ = stop.wait_for(|&stop| stop) => break,
+            let leading = async {
+                let candidate = election.join().await?;
+                let leadership = candidate.leadership().await?;
+                Ok::<_, Error>((candidate, leadership))
+            };
+            let Some(led) = unless_stopped(&mut stop, leading).await else {
+                break;
             };
             let (candidate, leadership) = match led {
                 Ok(led) => led,
@@ -846,18 +835,11 @@ fn spawn_election_loop(
                     continue;
                 }
             };
-            let enter = Instant::now();
-            history.entered();
-            tokio::time::sleep(WORK).await;
-            let lost = leadership.is_lost();
-            record(
-                &history,
-                &who,
-                leadership.term(),
-                leadership.node(),
-                enter,
-                lost,
-            );
+            let term = leadership.term();
+            section(&history, &who, term, leadership.node(), || {
+                leadership.is_lost()
+            })
+            .await;
             tally.sections += 1;
             if let Err(err) = candidate.resign().await {
                 tally.errors.push(format!("resign: {err}"));

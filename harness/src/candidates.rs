@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_recipes::{Candidate, LeaderElection, Role};
+use zk_recipes::{Candidate, LeaderElection, Role, Session};
 
 use crate::wait::bounded;
 
@@ -24,6 +24,17 @@ impl Seat for Option<Candidate> {
     fn candidate(&self) -> Option<&Candidate> {
         self.as_ref()
     }
+}
+
+/// Joins the election at `root` on `session` as `id`; fails the test if it cannot.
+pub async fn join_election(session: &Session, root: &str, id: impl Into<String>) -> Candidate {
+    let id = id.into();
+    let election = LeaderElection::new(session, root, id.clone())
+        .unwrap_or_else(|err| panic!("an election at {root:?}: {err}"));
+    election
+        .join()
+        .await
+        .unwrap_or_else(|err| panic!("{id} joins the election at {root}: {err}"))
 }
 
 /// The indices of the candidates whose [`Candidate::role`] is `Leader` now.

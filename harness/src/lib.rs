@@ -13,13 +13,14 @@
 //!
 //! What the tests share:
 //! * waiting: [`PATIENCE`] bounds every wait, [`bounded`] applies a bound to a future,
-//!   [`await_watch`] waits for the value of a watch channel;
+//!   [`await_watch`] waits for the value of a watch channel, [`unless_stopped`] for a
+//!   future unless told to stop;
 //! * connecting: [`session`], [`tolerant_session`], [`plain_client`], [`observer`],
 //!   [`live_client`];
 //! * a recipe root from outside: [`children`] in queue order, [`await_queue`],
 //!   [`await_children`], [`await_count`], [`await_empty`], [`name`], [`sequence`];
 //! * session events: [`record_events`] and [`await_events`];
-//! * elections: [`leaders`], [`await_one_leader`], [`participant_ids`];
+//! * elections: [`join_election`], [`leaders`], [`await_one_leader`], [`participant_ids`];
 //! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
 //!   client off, [`expire_session`];
 //! * [`history`]: critical sections recorded and checked for mutual exclusion.
@@ -37,14 +38,14 @@ mod proxy;
 mod wait;
 mod znodes;
 
-pub use candidates::{await_one_leader, leaders, participant_ids, Seat};
+pub use candidates::{await_one_leader, join_election, leaders, participant_ids, Seat};
 pub use clients::{
     live_client, observer, plain_client, session, tolerant_session, OBSERVER_TIMEOUT,
 };
 pub use ensemble::{expire_session, four_letter_at, unique_root, Ensemble};
 pub use events::{await_events, record_events, EventLog};
 pub use proxy::Proxy;
-pub use wait::{await_watch, bounded, PATIENCE, WORK};
+pub use wait::{await_watch, bounded, unless_stopped, PATIENCE, WORK};
 pub use znodes::{
     await_children, await_count, await_empty, await_queue, children, name, observe, sequence,
 };

@@ -40,3 +40,15 @@ pub async fn await_watch<T>(
         panic!("{what}: {err}");
     }
 }
+
+/// `fut`'s output, or `None` if `stop` is true first (at once if it already is, or if its
+/// sender is gone): how a looping contender waits on anything while it can be told to stop.
+pub async fn unless_stopped<T>(
+    stop: &mut watch::Receiver<bool>,
+    fut: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        out = fut => Some(out),
+        _ = stop.wait_for(|&stop| stop) => None,
+    }
+}
