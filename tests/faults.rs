@@ -9,7 +9,7 @@
 //! entered, and that fencing tokens (terms) grow in order of entry.
 //!
 //! Each scenario runs on its own ensemble. The scenarios run one at a time (see
-//! [`serial`]): three JVMs per scenario are all a 2-core machine can carry reliably.
+//! [`own_ensemble`]): three JVMs per scenario are all a 2-core machine can carry reliably.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,16 +22,46 @@ use zk_harness::{
     join_election, leaders, name, observe, observer, record_events, session, unique_root,
     unless_stopped, Ensemble, PATIENCE, WORK,
 };
-use zk_recipes::{Candidate, Error, Leadership, Mutex, Role, Session, SessionEvent};
+use zk_recipes::{Candidate, Error, Leadership, Mutex, MutexGuard, Role, Session, SessionEvent};
 use zookeeper_client::SessionState;
 
 /// Slack allowed past a caller's own bound on a noisy 2-core machine.
 const SLACK: Duration = Duration::from_secs(2);
 
-/// Runs the scenarios one after another, whatever `--test-threads` says.
-async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
-    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    SERIAL.lock().await
+/// A scenario's own 3-server ensemble, started once the scenario before it is done: the
+/// scenarios run one after another, whatever `--test-threads` says. Dropping it kills its
+/// servers, then lets the next scenario start.
+struct OwnEnsemble {
+    ensemble: Ensemble,
+    /// When the scenario's turn came, before its servers started.
+    started: Instant,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for OwnEnsemble {
+    type Target = Ensemble;
+
+    fn deref(&self) -> &Ensemble {
+        &self.ensemble
+    }
+}
+
+/// Waits for this scenario's turn, then starts its own ensemble.
+async fn own_ensemble() -> OwnEnsemble {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let turn = TURN.lock().await;
+    let started = Instant::now();
+    OwnEnsemble {
+        ensemble: Ensemble::start(3).await,
+        started,
+        _turn: turn,
+    }
+}
+
+/// A server that does not lead the ensemble (when asked).
+async fn a_follower(ensemble: &Ensemble) -> usize {
+    let leader = ensemble.leader().await.expect("a leader server");
+    (leader + 1) % 3
 }
 
 /// What one contender saw.
@@ -115,6 +145,49 @@ async fn stop_contenders(stop: &watch::Sender<bool>, tasks: Vec<JoinHandle<Tally
     tallies
 }
 
+/// `per_session` looping contenders (see [`spawn_contender`]) on each of `sessions` new
+/// sessions on `hosts`, named `s<session>c<contender>`; returns the sessions and the tasks.
+async fn spawn_contenders(
+    hosts: &str,
+    timeout: Duration,
+    sessions: usize,
+    per_session: usize,
+    root: &str,
+    history: &History,
+    stop: &watch::Receiver<bool>,
+) -> (Vec<Session>, Vec<JoinHandle<Tally>>) {
+    let mut opened = Vec::new();
+    let mut tasks = Vec::new();
+    for s in 0..sessions {
+        let session = session(hosts, timeout).await;
+        for c in 0..per_session {
+            tasks.push(spawn_contender(
+                format!("s{s}c{c}"),
+                session.clone(),
+                root,
+                history.clone(),
+                stop.clone(),
+            ));
+        }
+        opened.push(session);
+    }
+    (opened, tasks)
+}
+
+/// Holds `guard` in a critical section recorded as `who` until the lock is lost; the task
+/// returns the guard and the section.
+fn spawn_holder(
+    who: &'static str,
+    guard: MutexGuard,
+    history: &History,
+) -> JoinHandle<(MutexGuard, Section)> {
+    let history = history.clone();
+    tokio::spawn(async move {
+        let section = critical_section(&history, who, &guard, None).await;
+        (guard, section)
+    })
+}
+
 fn summary(tallies: &[Tally]) -> (usize, usize, Vec<String>, Vec<String>) {
     let sections = tallies.iter().map(|t| t.sections).sum();
     let untrusted = tallies.iter().map(|t| t.untrusted).sum();
@@ -130,28 +203,14 @@ fn summary(tallies: &[Tally]) -> (usize, usize, Vec<String>, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_leader_server_keeps_exclusion_and_progress() {
-    let _serial = serial().await;
-    let started = Instant::now();
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("kill-leader");
     let history = History::new();
     let (stop, stopped) = watch::channel(false);
-    let mut sessions = Vec::new();
-    let mut tasks = Vec::new();
-    for s in 0..4 {
-        let session = session(&hosts, Duration::from_secs(4)).await;
-        for c in 0..2 {
-            tasks.push(spawn_contender(
-                format!("s{s}c{c}"),
-                session.clone(),
-                &root,
-                history.clone(),
-                stopped.clone(),
-            ));
-        }
-        sessions.push(session);
-    }
+    let timeout = Duration::from_secs(4);
+    let (_sessions, tasks) =
+        spawn_contenders(&hosts, timeout, 4, 2, &root, &history, &stopped).await;
     history.await_entries(20, PATIENCE).await;
 
     let leader = ensemble.leader().await.expect("a leader server");
@@ -187,7 +246,7 @@ async fn killed_leader_server_keeps_exclusion_and_progress() {
          {progress_after:?} after election; election took {:?}), {untrusted} lost at exit, \
          release errors {release_errors:?}; {:?} in all",
         elected_at - killed_at,
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -195,12 +254,9 @@ async fn killed_leader_server_keeps_exclusion_and_progress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn paused_server_holder_is_told_before_the_next_enters() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(2);
-    let ensemble = Ensemble::start(3).await;
-    let leader = ensemble.leader().await.expect("a leader server");
-    let paused = (leader + 1) % 3;
+    let ensemble = own_ensemble().await;
+    let paused = a_follower(&ensemble).await;
     let others = (0..3)
         .filter(|&i| i != paused)
         .map(|i| ensemble.address(i))
@@ -214,31 +270,11 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
     let holder_session = session(&ensemble.address(paused), TIMEOUT).await;
     let mut holder_events = record_events(&holder_session);
     let holder_mutex = Mutex::new(&holder_session, &root).unwrap();
-    let guard = holder_mutex.lock().await.unwrap();
-    let holder = {
-        let history = history.clone();
-        tokio::spawn(async move {
-            let section = critical_section(&history, "holder", &guard, None).await;
-            (guard, section)
-        })
-    };
+    let holder = spawn_holder("holder", holder_mutex.lock().await.unwrap(), &history);
 
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = Vec::new();
-    let mut sessions = Vec::new();
-    for s in 0..2 {
-        let session = session(&others, TIMEOUT).await;
-        for c in 0..2 {
-            tasks.push(spawn_contender(
-                format!("s{s}c{c}"),
-                session.clone(),
-                &root,
-                history.clone(),
-                stopped.clone(),
-            ));
-        }
-        sessions.push(session);
-    }
+    let (_sessions, tasks) =
+        spawn_contenders(&others, TIMEOUT, 2, 2, &root, &history, &stopped).await;
     await_count(&observer, &root, 5).await;
     assert_eq!(history.entries(), 1, "a contender entered past the holder");
 
@@ -293,7 +329,7 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
          {} sections ({sections} by the others, {untrusted} lost at exit); {:?} in all",
         told - paused_at,
         all.len(),
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -301,10 +337,8 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(2);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("cut");
     let observer = observer(&hosts).await;
@@ -315,14 +349,7 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
     let old_session_id = cut_session.client().unwrap().session_id();
     let mut cut_events = record_events(&cut_session);
     let cut_mutex = Mutex::new(&cut_session, &root).unwrap();
-    let guard = cut_mutex.lock().await.unwrap();
-    let holder = {
-        let history = history.clone();
-        tokio::spawn(async move {
-            let section = critical_section(&history, "cut", &guard, None).await;
-            (guard, section)
-        })
-    };
+    let holder = spawn_holder("cut", cut_mutex.lock().await.unwrap(), &history);
 
     let other_session = session(&hosts, TIMEOUT).await;
     let other = {
@@ -410,7 +437,7 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
     eprintln!(
         "cut: told {:?} after the cut, other entered {handed_over:?} after it; {:?} in all",
         told - cut_at,
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -446,10 +473,8 @@ async fn expire_through(proxy: &zk_harness::Proxy, events: &mut watch::Receiver<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cut_during_a_create_leaves_no_node_behind() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(2);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("cut-create");
     let observer = observer(&hosts).await;
@@ -526,18 +551,19 @@ async fn cut_during_a_create_leaves_no_node_behind() {
     assert!(!holder.is_lost());
     holder.release().await.unwrap();
     await_empty(&observer, &root).await;
-    eprintln!("cut-create: {outcomes:?}; {:?} in all", started.elapsed());
+    eprintln!(
+        "cut-create: {outcomes:?}; {:?} in all",
+        ensemble.started.elapsed()
+    );
 }
 
 // ----- 5. the quorum is lost -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(2);
     const BOUND: Duration = Duration::from_millis(1500);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let lock_root = unique_root("quorum-lock");
     let election_root = unique_root("quorum-election");
@@ -634,7 +660,7 @@ async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
     eprintln!(
         "quorum: {report:?}; locked {relocked:?} and led {releaded:?} after the quorum was back; \
          {:?} in all",
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -677,10 +703,8 @@ fn follow_terms(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn election_keeps_one_leader_through_faults() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(3);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("election-faults");
     let observer = observer(&hosts).await;
@@ -781,26 +805,39 @@ async fn election_keeps_one_leader_through_faults() {
             .iter()
             .map(|t| (t.who.as_str(), t.token))
             .collect::<Vec<_>>(),
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
 // ----- 7. lock() rides out connection faults and expiry (its documented contract) -----
+
+/// A `lock()` in a task of its own, which returns the mutex with the guard.
+type Attempt = JoinHandle<zk_recipes::Result<(Mutex, MutexGuard)>>;
+
+fn spawn_lock(mutex: Mutex) -> Attempt {
+    tokio::spawn(async move { mutex.lock().await.map(|guard| (mutex, guard)) })
+}
+
+/// Awaits an attempt that must acquire and returns its mutex and guard; fails the test,
+/// naming `what`, if it panicked, returned an error, or took longer than [`PATIENCE`].
+async fn acquires(what: &str, attempt: Attempt) -> (Mutex, MutexGuard) {
+    bounded(what, PATIENCE, attempt)
+        .await
+        .expect("lock() panicked")
+        .unwrap_or_else(|err| panic!("{what}: {err:?}"))
+}
 
 /// (a) The create is in flight on a connection that dies without an answer (its server is
 /// paused until the client gives up on the connection); the session survives, and lock()
 /// acquires once the server is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lock_rides_out_a_connection_that_dies_with_the_create_in_flight() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(4);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("ride-out-in-flight");
     let observer = observer(&hosts).await;
-    let server_leader = ensemble.leader().await.expect("a leader server");
-    let paused = (server_leader + 1) % 3;
+    let paused = a_follower(&ensemble).await;
 
     let paused_session = session(&ensemble.address(paused), TIMEOUT).await;
     let mut events = paused_session.events();
@@ -808,7 +845,7 @@ async fn lock_rides_out_a_connection_that_dies_with_the_create_in_flight() {
     let mutex = Mutex::new(&paused_session, &root).unwrap();
     mutex.lock().await.unwrap().release().await.unwrap();
     ensemble.pause(paused);
-    let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
+    let attempt = spawn_lock(mutex);
     await_watch(
         "the client gives up on the paused server",
         &mut events,
@@ -816,18 +853,14 @@ async fn lock_rides_out_a_connection_that_dies_with_the_create_in_flight() {
     )
     .await;
     ensemble.resume(paused);
-    let (_mutex, guard) = bounded("lock() after the server is back", PATIENCE, attempt)
-        .await
-        .unwrap()
-        .unwrap_or_else(|err| {
-            panic!("lock() whose create was in flight on a connection that died: {err:?}")
-        });
+    let what = "lock() whose create was in flight on a connection that died, once it is back";
+    let (_mutex, guard) = acquires(what, attempt).await;
     let node = guard.node().to_owned();
     guard.release().await.ok();
     await_empty(&observer, &root).await;
     eprintln!(
         "ride-out, create in flight: acquired {node}; {:?} in all",
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -835,15 +868,12 @@ async fn lock_rides_out_a_connection_that_dies_with_the_create_in_flight() {
 /// on the new session and acquires once the holder releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lock_rides_out_an_expiry_while_it_waits() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(4);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("ride-out-waiting");
     let observer = observer(&hosts).await;
-    let server_leader = ensemble.leader().await.expect("a leader server");
-    let follower = (server_leader + 1) % 3;
+    let follower = a_follower(&ensemble).await;
 
     let holder_session = session(&hosts, TIMEOUT).await;
     let holder = Mutex::new(&holder_session, &root)
@@ -855,7 +885,7 @@ async fn lock_rides_out_an_expiry_while_it_waits() {
     let cut_session = session(&proxy.address(), TIMEOUT).await;
     let mut events = cut_session.events();
     let mutex = Mutex::new(&cut_session, &root).unwrap();
-    let waiter = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
+    let waiter = spawn_lock(mutex);
     await_count(&observer, &root, 2).await;
     expire_through(&proxy, &mut events).await;
     if waiter.is_finished() {
@@ -867,16 +897,13 @@ async fn lock_rides_out_an_expiry_while_it_waits() {
     // Its node on the new session, behind the holder.
     await_count(&observer, &root, 2).await;
     holder.release().await.unwrap();
-    let (_mutex, guard) = bounded("the waiter acquires", PATIENCE, waiter)
-        .await
-        .unwrap()
-        .expect("lock() after expiry");
+    let (_mutex, guard) = acquires("lock() after expiry, once the holder released", waiter).await;
     let node = guard.node().to_owned();
     guard.release().await.unwrap();
     await_empty(&observer, &root).await;
     eprintln!(
         "ride-out, waiting at expiry: acquired {node}; {:?} in all",
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -884,15 +911,12 @@ async fn lock_rides_out_an_expiry_while_it_waits() {
 /// (so before its create could be sent), waits for the new session and acquires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lock_rides_out_an_expiry_before_its_create_is_sent() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(4);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("ride-out-cut-off");
     let observer = observer(&hosts).await;
-    let server_leader = ensemble.leader().await.expect("a leader server");
-    let follower = (server_leader + 1) % 3;
+    let follower = a_follower(&ensemble).await;
 
     let proxy = ensemble.proxy(follower).await;
     let cut_session = session(&proxy.address(), TIMEOUT).await;
@@ -904,23 +928,19 @@ async fn lock_rides_out_an_expiry_before_its_create_is_sent() {
         *e == SessionEvent::Suspended
     })
     .await;
-    let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
+    let attempt = spawn_lock(mutex);
     await_watch("client declares expiry", &mut events, |e| {
         *e == SessionEvent::Expired
     })
     .await;
     proxy.restore();
-    let (_mutex, guard) = bounded("lock() after expiry", PATIENCE, attempt)
-        .await
-        .unwrap()
-        .unwrap_or_else(|err| {
-            panic!("lock() called while cut off gave up when its session expired: {err:?}")
-        });
+    let what = "lock() called while cut off, after its session expired";
+    let (_mutex, guard) = acquires(what, attempt).await;
     let node = guard.node().to_owned();
     guard.release().await.unwrap();
     await_empty(&observer, &root).await;
     eprintln!(
         "ride-out, called while cut off: acquired {node}; {:?} in all",
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
