@@ -1,6 +1,6 @@
 //! The read/write lock against real ZooKeeper servers started by the harness.
 
-mod support;
+use zk_harness as support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -244,10 +244,7 @@ async fn try_timeout_and_cancel_leave_no_node() {
     for waiter in waiters {
         waiter.await.unwrap();
     }
-    support::await_children(&observer, &root, "the holder alone", |now| {
-        now == [holder_name.as_str()]
-    })
-    .await;
+    support::await_children(&observer, &root, &[holder_name.as_str()]).await;
     holder.release().await.unwrap();
     await_empty(&observer, &root).await;
 }

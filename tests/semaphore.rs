@@ -3,7 +3,7 @@
 //! Every test ends with nothing left under its path: no lease under `<path>/leases`, no
 //! node of the internal mutex under `<path>/locks`.
 
-mod support;
+use zk_harness as support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
