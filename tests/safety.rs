@@ -10,19 +10,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zk_harness::history::{History, Section};
+use zk_harness::nemesis::{since, under_nemesis, Arena, Entrant, Leading, Rule, Tally, Waits};
 use zk_harness::{
     await_count, await_empty, await_queue, await_watch, bounded, children, join_election,
-    live_client, name, observer, participant_ids, session, tolerant_session, unique_root,
-    unless_stopped, Ensemble, PATIENCE, WORK,
+    live_client, name, observer, participant_ids, session, tolerant_session, unique_root, Ensemble,
+    PATIENCE, WORK,
 };
 use zk_recipes::{
     Candidate, DistributedLock, Error, LeaderElection, Loss, Mutex, MutexGuard, Role, Session,
     SessionEvent,
 };
-use zookeeper_client::Client;
 
 /// Promptness required where the bug takes seconds or forever: generous on a loaded machine.
 const PROMPT: Duration = Duration::from_secs(1);
@@ -110,14 +108,6 @@ async fn a_shared_mutex_value_excludes_its_tasks() {
 }
 
 // ----- 2. a waiter whose node was deleted -----
-
-/// `at` relative to `origin`, in milliseconds with a sign.
-fn since(origin: Instant, at: Instant) -> String {
-    match at.checked_duration_since(origin) {
-        Some(after) => format!("+{:.1} ms", after.as_secs_f64() * 1e3),
-        None => format!("-{:.1} ms", (origin - at).as_secs_f64() * 1e3),
-    }
-}
 
 /// What one contender did with the lock in one round.
 #[derive(Debug)]
@@ -665,288 +655,52 @@ async fn nothing_waits_while_no_server_is_reachable() {
 
 // ----- interference: a nemesis deletes and writes contender nodes -----
 
-/// A tiny seeded xorshift64: the nemesis' choices, the same every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-/// What the nemesis did.
-#[derive(Debug, Default)]
-struct Havoc {
-    deleted: usize,
-    written: usize,
-}
-
-/// At random moments until `stop`: deletes a random waiter's node, or writes random data
-/// into a random contender node (the holder's too).
-///
-/// A deletion is one transaction that also checks that a lower node exists, so it never
-/// hits the holder (of a correct recipe): a holder whose own node is deleted learns of it
-/// by a notification, after its successor may have entered, so no client could keep
-/// exclusion against that. Writes hit anyone: a write is neither a release nor a loss.
-fn spawn_nemesis(
-    client: Client,
-    root: String,
-    seed: u64,
-    mut stop: watch::Receiver<bool>,
-) -> JoinHandle<Havoc> {
-    tokio::spawn(async move {
-        let mut rng = Rng(seed);
-        let mut havoc = Havoc::default();
-        loop {
-            let pause = Duration::from_millis(1 + rng.below(10) as u64);
-            if unless_stopped(&mut stop, tokio::time::sleep(pause))
-                .await
-                .is_none()
-            {
-                return havoc;
-            }
-            let queue = children(&client, &root).await;
-            if queue.is_empty() {
-                continue;
-            }
-            if queue.len() >= 2 && rng.below(2) == 0 {
-                let victim = 1 + rng.below(queue.len() - 1);
-                let mut deletion = client.new_multi_writer();
-                deletion
-                    .add_check_version(&format!("{root}/{}", queue[victim - 1]), -1)
-                    .unwrap();
-                deletion
-                    .add_delete(&format!("{root}/{}", queue[victim]), None)
-                    .unwrap();
-                if deletion.commit().await.is_ok() {
-                    havoc.deleted += 1;
-                }
-            } else {
-                let victim = &queue[rng.below(queue.len())];
-                let data = rng.next().to_le_bytes();
-                let data: &[u8] = if rng.below(2) == 0 {
-                    b"__REVOKE__"
-                } else {
-                    &data
-                };
-                let written = client.set_data(&format!("{root}/{victim}"), data, None);
-                if written.await.is_ok() {
-                    havoc.written += 1;
-                }
-            }
-        }
-    })
-}
-
-/// What one looping contender saw.
-#[derive(Debug, Default)]
-struct Tally {
-    sections: usize,
-    errors: Vec<String>,
-}
-
-/// Enters a section now, works for [`WORK`], and records it: trusted if `lost()` says no at
-/// its end.
-async fn section(history: &History, who: &str, token: u64, node: &str, lost: impl Fn() -> bool) {
-    let enter = Instant::now();
-    history.entered();
-    tokio::time::sleep(WORK).await;
-    let lost = lost();
-    let exit = Instant::now();
-    history.record(Section {
-        who: who.to_owned(),
-        token,
-        node: node.to_owned(),
-        enter,
-        exit,
-        trusted: !lost,
-        told: lost.then_some(exit),
-    });
-}
-
 /// Locks, works, releases, `rounds` times or until `stop`; a `lock()` that fails is retried.
-fn spawn_lock_loop(
-    who: String,
-    session: &Session,
-    root: &str,
-    rounds: usize,
-    history: History,
-    mut stop: watch::Receiver<bool>,
-) -> JoinHandle<Tally> {
-    let mutex = Mutex::new(session, root).unwrap();
-    tokio::spawn(async move {
-        let mut tally = Tally::default();
-        while tally.sections < rounds {
-            let Some(acquired) = unless_stopped(&mut stop, mutex.lock()).await else {
-                break;
-            };
-            let guard = match acquired {
-                Ok(guard) => guard,
-                Err(err) => {
-                    tally.errors.push(format!("lock: {err}"));
-                    tokio::time::sleep(Duration::from_millis(10)).await; // back off
-                    continue;
-                }
-            };
-            let token = guard.fencing_token();
-            section(&history, &who, token, guard.node(), || guard.is_lost()).await;
-            tally.sections += 1;
-            if let Err(err) = guard.release().await {
-                tally.errors.push(format!("release: {err}"));
-            }
-        }
-        tally
+fn lock_loop(entrant: Entrant<'_>) -> JoinHandle<Tally> {
+    let mutex = Mutex::new(entrant.session, entrant.root).unwrap();
+    entrant.run(move || {
+        let mutex = mutex.clone();
+        async move { mutex.lock().await }
     })
 }
 
 /// Joins, leads a moment, resigns, `rounds` times or until `stop`; failures are retried.
-fn spawn_election_loop(
-    who: String,
-    session: &Session,
-    root: &str,
-    rounds: usize,
-    history: History,
-    mut stop: watch::Receiver<bool>,
-) -> JoinHandle<Tally> {
-    let election = LeaderElection::new(session, root, who.clone()).unwrap();
-    tokio::spawn(async move {
-        let mut tally = Tally::default();
-        while tally.sections < rounds {
-            let leading = async {
-                let candidate = election.join().await?;
-                let leadership = candidate.leadership().await?;
-                Ok::<_, Error>((candidate, leadership))
-            };
-            let Some(led) = unless_stopped(&mut stop, leading).await else {
-                break;
-            };
-            let (candidate, leadership) = match led {
-                Ok(led) => led,
-                Err(err) => {
-                    tally.errors.push(format!("join/leadership: {err}"));
-                    tokio::time::sleep(Duration::from_millis(10)).await; // back off
-                    continue;
-                }
-            };
-            let term = leadership.term();
-            section(&history, &who, term, leadership.node(), || {
-                leadership.is_lost()
-            })
-            .await;
-            tally.sections += 1;
-            if let Err(err) = candidate.resign().await {
-                tally.errors.push(format!("resign: {err}"));
-            }
+fn election_loop(entrant: Entrant<'_>) -> JoinHandle<Tally> {
+    let election = LeaderElection::new(entrant.session, entrant.root, entrant.who.clone()).unwrap();
+    entrant.run(move || {
+        let election = election.clone();
+        async move {
+            let candidate = election.join().await?;
+            let leadership = candidate.leadership().await?;
+            Ok(Leading(candidate, leadership))
         }
-        tally
     })
 }
 
-type Looper =
-    fn(String, &Session, &str, usize, History, watch::Receiver<bool>) -> JoinHandle<Tally>;
-
-/// Runs `looper` contenders (`per_session` on each of four sessions, `rounds` each) under
-/// the nemesis (seeded: the same choices every run; their timing varies) for at most 20 s;
-/// checks that no two trusted sections overlapped, that all finished, and that the root
-/// ends empty.
-async fn under_nemesis(name_: &str, looper: Looper, per_session: usize, rounds: usize) {
-    const SESSIONS: usize = 4;
-    const SEED: u64 = 0x5eed_c0ff_ee05;
-    const LOOPS: Duration = Duration::from_secs(20);
-    let ensemble = Ensemble::shared(1).await;
-    let hosts = ensemble.connect_string();
-    let root = unique_root(name_);
-    let history = History::new();
-    let (stop, stopped) = watch::channel(false);
-    let mut sessions = Vec::new();
-    let mut contenders = Vec::new();
-    for s in 0..SESSIONS {
-        let session = session(&hosts, SESSION_TIMEOUT).await;
-        for c in 0..per_session {
-            let who = format!("s{s}c{c}");
-            contenders.push(looper(
-                who,
-                &session,
-                &root,
-                rounds,
-                history.clone(),
-                stopped.clone(),
-            ));
-        }
-        sessions.push(session);
-    }
-    let nemesis = spawn_nemesis(observer(&hosts).await, root.clone(), SEED, stopped);
-
-    let all = SESSIONS * per_session * rounds;
-    let finished = tokio::time::timeout(LOOPS, history.await_entries(all, LOOPS + PATIENCE)).await;
-    stop.send_replace(true);
-    let havoc = bounded("the nemesis stops", PATIENCE, nemesis)
-        .await
-        .unwrap();
-    let mut tallies = Vec::new();
-    for contender in contenders {
-        tallies.push(
-            bounded("a contender stops", PATIENCE, contender)
-                .await
-                .unwrap(),
-        );
-    }
-    let sections = history.sections();
-    let untrusted = sections.iter().filter(|s| !s.trusted).count();
-    let errors: Vec<_> = tallies.iter().flat_map(|t| t.errors.iter()).collect();
-    eprintln!(
-        "{name_}: {} sections ({untrusted} lost at exit), nemesis {havoc:?}, {} errors {:?}",
-        sections.len(),
-        errors.len(),
-        &errors[..errors.len().min(3)]
-    );
-    let overlaps = history.trusted_overlaps();
-    let origin = sections.first().map_or_else(Instant::now, |s| s.enter);
-    let describe = |s: &Section| {
-        format!(
-            "{} (token {}, {}) from {} to {}",
-            s.who,
-            s.token,
-            name(&s.node),
-            since(origin, s.enter),
-            since(origin, s.exit)
-        )
-    };
-    assert!(
-        overlaps.is_empty(),
-        "{} pairs of trusted sections overlapped, the first:\n  {}\n  {}",
-        overlaps.len(),
-        describe(&overlaps[0].0),
-        describe(&overlaps[0].1)
-    );
-    assert!(
-        finished.is_ok(),
-        "only {} of {all} sections within {LOOPS:?}; the root holds {:?}",
-        sections.len(),
-        children(&observer(&hosts).await, &root).await
-    );
-    let observer = observer(&hosts).await;
-    let emptied = Duration::from_secs(5);
-    bounded("the root empties", emptied, await_empty(&observer, &root)).await;
-}
+/// The nemesis attacks the root: every contender but the first waits.
+const QUEUE: &[Arena] = &[Arena {
+    child: "",
+    waits: Waits::BehindAny,
+}];
 
 /// Interference: 8 contenders on 4 sessions, 25 sections each, while the nemesis deletes
 /// waiters' nodes and writes into any contender node: no two trusted sections overlap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutex_keeps_exclusion_under_a_nemesis() {
-    under_nemesis("nemesis-lock", spawn_lock_loop, 2, 25).await;
+    under_nemesis("nemesis-lock", lock_loop, 2, 25, QUEUE, Rule::Exclusive).await;
 }
 
 /// Interference: 4 candidates on 4 sessions, 15 short leaderships each, under the same
 /// nemesis: no two trusted leaderships overlap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn election_keeps_one_leader_under_a_nemesis() {
-    under_nemesis("nemesis-election", spawn_election_loop, 1, 15).await;
+    under_nemesis(
+        "nemesis-election",
+        election_loop,
+        1,
+        15,
+        QUEUE,
+        Rule::Exclusive,
+    )
+    .await;
 }

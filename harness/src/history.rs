@@ -74,16 +74,44 @@ impl History {
     /// Every pair of trusted sections that overlap in time, in order of entry: mutual
     /// exclusion alone, for histories in which holders may also lose their lock.
     pub fn trusted_overlaps(&self) -> Vec<(Section, Section)> {
+        self.trusted_overlaps_where(|_, _| true)
+    }
+
+    /// Every pair of trusted sections that overlap in time and `conflict` (a writer with
+    /// anyone, for a read/write lock), in order of entry.
+    pub fn trusted_overlaps_where(
+        &self,
+        conflict: impl Fn(&Section, &Section) -> bool,
+    ) -> Vec<(Section, Section)> {
         let all = self.sections();
         let mut overlaps = Vec::new();
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
-                if b.enter < a.exit && a.trusted && b.trusted {
+                if b.enter < a.exit && a.trusted && b.trusted && conflict(a, b) {
                     overlaps.push((a.clone(), b.clone()));
                 }
             }
         }
         overlaps
+    }
+
+    /// The most trusted sections that were inside at one instant, and those sections (for
+    /// a semaphore: never more than its maximum).
+    pub fn most_trusted_at_once(&self) -> Vec<Section> {
+        let trusted: Vec<Section> = self.sections().into_iter().filter(|s| s.trusted).collect();
+        let mut most = Vec::new();
+        for s in &trusted {
+            // The crowd at the instant `s` entered: everyone inside then.
+            let inside: Vec<Section> = trusted
+                .iter()
+                .filter(|o| o.enter <= s.enter && s.enter < o.exit)
+                .cloned()
+                .collect();
+            if inside.len() > most.len() {
+                most = inside;
+            }
+        }
+        most
     }
 
     /// Asserts mutual exclusion and fencing; returns the sections in order of entry.

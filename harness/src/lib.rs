@@ -23,7 +23,9 @@
 //! * elections: [`join_election`], [`leaders`], [`await_one_leader`], [`participant_ids`];
 //! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
 //!   client off, [`expire_session`];
-//! * [`history`]: critical sections recorded and checked for mutual exclusion.
+//! * [`history`]: critical sections recorded and checked for mutual exclusion;
+//! * [`nemesis`]: contenders looping under a nemesis that deletes waiters' nodes and writes
+//!   into any contender node, checked against the recipe's rule.
 //!
 //! This crate is a workspace member that is never published: the root package's tests
 //! and benchmark use it as a dev-dependency.
@@ -34,6 +36,7 @@ mod ensemble;
 mod events;
 pub mod history;
 mod launcher;
+pub mod nemesis;
 mod proxy;
 mod wait;
 mod znodes;
