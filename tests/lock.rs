@@ -1,6 +1,6 @@
 //! The mutex against real ZooKeeper servers started by the harness.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,50 +101,17 @@ async fn waiters_acquire_in_order_of_arrival() {
     await_empty(&observer, &root).await;
 }
 
-/// `wchc`: session id -> watched paths under `root`.
-async fn watches_under(ensemble: &Ensemble, root: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let text = ensemble.four_letter(0, "wchc").await;
-    let mut watches = BTreeMap::new();
-    let mut current = String::new();
-    for line in text.lines() {
-        if line.starts_with("0x") {
-            current = line.trim().to_owned();
-        } else if line.trim().starts_with(&format!("{root}/")) {
-            watches
-                .entry(current.clone())
-                .or_insert_with(BTreeSet::new)
-                .insert(line.trim().to_owned());
-        }
-    }
-    watches
-}
-
 /// Waits until the server's watches under `root` are exactly: the holder (`queue[0]`) on its
 /// own node, every waiter on its predecessor. Returns their number. Watches are set in the
-/// background after a hand-off and the server offers no event for them, so this polls `wchc`.
+/// background after a hand-off and the server offers no event for them, so this polls.
 async fn settle_watches(ensemble: &Ensemble, root: &str, queue: &[String]) -> usize {
     let mut expected: BTreeMap<String, usize> = BTreeMap::new();
     expected.insert(queue[0].clone(), 1);
     for predecessor in &queue[..queue.len() - 1] {
         *expected.entry(predecessor.clone()).or_default() += 1;
     }
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let mut counted: BTreeMap<String, usize> = BTreeMap::new();
-        for paths in watches_under(ensemble, root).await.values() {
-            for path in paths {
-                *counted.entry(path.clone()).or_default() += 1;
-            }
-        }
-        if counted == expected {
-            return counted.values().sum();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "watches {counted:?}, expected {expected:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    ensemble.await_watched_under(root, &expected).await;
+    expected.values().sum()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,32 +1,21 @@
 //! The read/write lock against real ZooKeeper servers started by the harness.
 
-use zk_harness as support;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{await_count, await_empty, children, name, unique_root, Ensemble};
-use zk_recipes::{DistributedLock, Error, Loss, RwLock, Session};
-use zookeeper_client::Client;
+use zk_harness::{
+    await_children, await_count, await_empty, bounded, children, expire_session, live_client, name,
+    observer, session, unique_root, Ensemble, PATIENCE,
+};
+use zk_recipes::{DistributedLock, Error, Loss, RwLock};
 
-/// Upper bound for anything a test waits on; reaching it fails the test.
-const PATIENCE: Duration = Duration::from_secs(30);
 /// How long a waiter must keep waiting to count as "not let in".
 const STILL_WAITING: Duration = Duration::from_millis(300);
 
-async fn session(ensemble: &Ensemble) -> Session {
-    Session::builder()
-        .session_timeout(Duration::from_secs(4))
-        .connect(&ensemble.connect_string())
-        .await
-        .expect("connect")
-}
-
-fn client(session: &Session) -> Client {
-    session.client().expect("live session")
-}
+/// Session timeout of the contenders' sessions.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Who is inside, across every task of a test.
 #[derive(Default)]
@@ -45,7 +34,7 @@ async fn readers_share_writers_exclude(ensemble: &Ensemble, rounds: usize) {
     let mut sessions = Vec::new();
     let mut tasks = Vec::new();
     for _ in 0..3 {
-        let session = session(ensemble).await;
+        let session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
         for c in 0..3 {
             let lock = RwLock::new(&session, &root).unwrap();
             let (inside, tokens) = (inside.clone(), tokens.clone());
@@ -90,7 +79,7 @@ async fn readers_share_writers_exclude(ensemble: &Ensemble, rounds: usize) {
     let tokens = tokens.lock().unwrap().clone();
     assert_eq!(tokens.len(), 3 * rounds);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "writer tokens");
-    await_empty(&client(&sessions[0]), &root).await;
+    await_empty(&live_client(&sessions[0]), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -111,11 +100,11 @@ async fn a_reader_behind_a_waiting_writer_waits_for_it() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("rw-fair");
     let (a, b, c) = (
-        session(ensemble).await,
-        session(ensemble).await,
-        session(ensemble).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
     );
-    let observer = client(&a);
+    let outside = live_client(&a);
     let first = RwLock::new(&a, &root).unwrap().read().await.unwrap();
     let writer = RwLock::new(&b, &root).unwrap();
     assert!(
@@ -123,7 +112,7 @@ async fn a_reader_behind_a_waiting_writer_waits_for_it() {
         "a reader holds"
     );
     let writer = tokio::spawn(async move { writer.write().await });
-    await_count(&observer, &root, 2).await;
+    await_count(&outside, &root, 2).await;
 
     let late = RwLock::new(&c, &root).unwrap();
     assert!(
@@ -131,14 +120,13 @@ async fn a_reader_behind_a_waiting_writer_waits_for_it() {
         "a reader went ahead of a waiting writer"
     );
     let late = tokio::spawn(async move { late.read().await });
-    await_count(&observer, &root, 3).await;
+    await_count(&outside, &root, 3).await;
     tokio::time::sleep(STILL_WAITING).await;
     assert!(!writer.is_finished() && !late.is_finished());
 
     first.release().await.unwrap();
-    let writer = tokio::time::timeout(PATIENCE, writer)
+    let writer = bounded("the writer holds once the reader left", PATIENCE, writer)
         .await
-        .expect("the writer holds once the reader left")
         .unwrap()
         .unwrap();
     tokio::time::sleep(STILL_WAITING).await;
@@ -147,14 +135,13 @@ async fn a_reader_behind_a_waiting_writer_waits_for_it() {
         "the late reader entered with the writer"
     );
     writer.release().await.unwrap();
-    let late = tokio::time::timeout(PATIENCE, late)
+    let late = bounded("the late reader holds once the writer left", PATIENCE, late)
         .await
-        .expect("the late reader holds once the writer left")
         .unwrap()
         .unwrap();
     assert!(late.fencing_token() > 0);
     late.release().await.unwrap();
-    await_empty(&observer, &root).await;
+    await_empty(&outside, &root).await;
 }
 
 /// Readers waiting behind a writer all hold together once it goes.
@@ -162,8 +149,11 @@ async fn a_reader_behind_a_waiting_writer_waits_for_it() {
 async fn readers_behind_a_writer_enter_together() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("rw-together");
-    let (a, b) = (session(ensemble).await, session(ensemble).await);
-    let observer = client(&a);
+    let (a, b) = (
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+    );
+    let outside = live_client(&a);
     let writer = RwLock::new(&a, &root).unwrap().write().await.unwrap();
     let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
     let (leave, _) = tokio::sync::broadcast::channel::<()>(1);
@@ -177,28 +167,30 @@ async fn readers_behind_a_writer_enter_together() {
             leave.recv().await.unwrap();
             guard.release().await.unwrap();
         }));
-        await_count(&observer, &root, i + 2).await;
+        await_count(&outside, &root, i + 2).await;
     }
     writer.release().await.unwrap();
     for _ in 0..3 {
-        tokio::time::timeout(PATIENCE, entered.recv())
+        bounded("every reader holds at once", PATIENCE, entered.recv())
             .await
-            .expect("every reader holds at once")
             .unwrap();
     }
     leave.send(()).unwrap();
     for reader in readers {
         reader.await.unwrap();
     }
-    await_empty(&observer, &root).await;
+    await_empty(&outside, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn try_timeout_and_cancel_leave_no_node() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("rw-cancel");
-    let (a, b) = (session(ensemble).await, session(ensemble).await);
-    let observer = client(&a);
+    let (a, b) = (
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+    );
+    let outside = live_client(&a);
     let holder = RwLock::new(&a, &root).unwrap().write().await.unwrap();
     let holder_name = name(holder.node()).to_owned();
     let other = Arc::new(RwLock::new(&b, &root).unwrap());
@@ -217,7 +209,7 @@ async fn try_timeout_and_cancel_leave_no_node() {
         .unwrap()
         .is_none());
     assert!(started.elapsed() >= Duration::from_millis(400));
-    assert_eq!(children(&observer, &root).await, [holder_name.as_str()]);
+    assert_eq!(children(&outside, &root).await, [holder_name.as_str()]);
 
     // Dropped at every stage of entering and waiting.
     for micros in (0..3000).step_by(250) {
@@ -238,44 +230,15 @@ async fn try_timeout_and_cancel_leave_no_node() {
                 _ = cancelled.wait_for(|&c| c) => {}
             }
         }));
-        await_count(&observer, &root, waiters.len() + 1).await;
+        await_count(&outside, &root, waiters.len() + 1).await;
     }
     cancel.send_replace(true);
     for waiter in waiters {
         waiter.await.unwrap();
     }
-    support::await_children(&observer, &root, &[holder_name.as_str()]).await;
+    await_children(&outside, &root, &[holder_name.as_str()]).await;
     holder.release().await.unwrap();
-    await_empty(&observer, &root).await;
-}
-
-/// `wchc`: watched paths under `root`, with the number of sessions that watch each.
-async fn watches_under(ensemble: &Ensemble, root: &str) -> BTreeMap<String, usize> {
-    let text = ensemble.four_letter(0, "wchc").await;
-    let mut watches = BTreeMap::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with(&format!("{root}/")) {
-            *watches.entry(line.to_owned()).or_default() += 1;
-        }
-    }
-    watches
-}
-
-/// Waits until the server's watches under `root` are exactly `expected`.
-async fn settle_watches(ensemble: &Ensemble, root: &str, expected: &BTreeMap<String, usize>) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let watched = watches_under(ensemble, root).await;
-        if &watched == expected {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "watches {watched:?}, expected {expected:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    await_empty(&outside, &root).await;
 }
 
 /// One watch per waiter: a writer on the node just ahead of it, a reader on the closest
@@ -284,9 +247,12 @@ async fn settle_watches(ensemble: &Ensemble, root: &str, expected: &BTreeMap<Str
 async fn one_watch_per_waiting_reader_and_writer() {
     let ensemble = Ensemble::start(1).await;
     let root = unique_root("rw-herd");
-    let holder_session = session(&ensemble).await;
-    let sessions = [session(&ensemble).await, session(&ensemble).await];
-    let observer = client(&holder_session);
+    let holder_session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let sessions = [
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+    ];
+    let outside = live_client(&holder_session);
     let holder = RwLock::new(&holder_session, &root)
         .unwrap()
         .write()
@@ -310,9 +276,9 @@ async fn one_watch_per_waiting_reader_and_writer() {
                 guard.release().await.unwrap();
             }
         }));
-        await_count(&observer, &root, i + 2).await;
+        await_count(&outside, &root, i + 2).await;
     }
-    let queue: Vec<String> = children(&observer, &root)
+    let queue: Vec<String> = children(&outside, &root)
         .await
         .iter()
         .map(|n| format!("{root}/{n}"))
@@ -327,36 +293,38 @@ async fn one_watch_per_waiting_reader_and_writer() {
     };
     // W0 watches itself; R1 and R2 watch W0; W3 watches R2; R4 and R5 watch W3; W6 watches R5.
     let before = expect(&[0, 0, 0, 2, 3, 3, 5]);
-    settle_watches(&ensemble, &root, &before).await;
+    ensemble.await_watched_under(&root, &before).await;
     assert_eq!(ensemble.watch_count().await, 7, "wchs: one watch each");
 
     // The writer goes: both readers hold (each watching its own node); the rest keep theirs.
     holder.release().await.unwrap();
     let after = expect(&[1, 2, 2, 3, 3, 5]);
-    settle_watches(&ensemble, &root, &after).await;
+    ensemble.await_watched_under(&root, &after).await;
     assert_eq!(ensemble.watch_count().await, 6, "wchs: one watch each");
     release.send(()).unwrap();
     for waiter in waiters {
-        tokio::time::timeout(PATIENCE, waiter)
+        bounded("a waiter finishes", PATIENCE, waiter)
             .await
-            .unwrap()
             .unwrap();
     }
-    await_empty(&observer, &root).await;
+    await_empty(&outside, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn loss_is_noticed_by_readers_and_writers() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("rw-loss");
-    let (a, b) = (session(ensemble).await, session(ensemble).await);
-    let observer = client(&b);
-    let admin = Client::connect(&ensemble.connect_string()).await.unwrap();
+    let (a, b) = (
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+    );
+    let outside = live_client(&b);
+    let admin = observer(&ensemble.connect_string()).await;
 
     // A reader whose node someone deletes.
     let reader = RwLock::new(&b, &root).unwrap().read().await.unwrap();
     admin.delete(reader.node(), None).await.unwrap();
-    let loss = tokio::time::timeout(PATIENCE, reader.lost()).await.unwrap();
+    let loss = bounded("the reader's loss", PATIENCE, reader.lost()).await;
     assert_eq!(loss, Loss::NodeDeleted);
     assert!(matches!(
         reader.release().await,
@@ -367,18 +335,21 @@ async fn loss_is_noticed_by_readers_and_writers() {
     let writer = RwLock::new(&a, &root).unwrap().write().await.unwrap();
     let next = RwLock::new(&b, &root).unwrap();
     let waiter = tokio::spawn(async move { next.read().await });
-    await_count(&observer, &root, 2).await;
-    support::expire_session(&ensemble.connect_string(), client(&a).session()).await;
-    let loss = tokio::time::timeout(PATIENCE, writer.lost()).await.unwrap();
+    await_count(&outside, &root, 2).await;
+    expire_session(&ensemble.connect_string(), live_client(&a).session()).await;
+    let loss = bounded("the writer's loss", PATIENCE, writer.lost()).await;
     assert!(
         matches!(loss, Loss::SessionExpired | Loss::Suspended),
         "{loss:?}"
     );
-    let next = tokio::time::timeout(PATIENCE, waiter)
-        .await
-        .expect("the reader gets in after the writer's session expired")
-        .unwrap()
-        .unwrap();
+    let next = bounded(
+        "the reader gets in after the writer's session expired",
+        PATIENCE,
+        waiter,
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert!(next.fencing_token() > writer.fencing_token());
     assert!(matches!(
         writer.release().await,
@@ -386,7 +357,7 @@ async fn loss_is_noticed_by_readers_and_writers() {
     ));
     assert!(!next.is_lost());
     next.release().await.unwrap();
-    await_empty(&observer, &root).await;
+    await_empty(&outside, &root).await;
 }
 
 /// No upgrade, no downgrade, no re-entrancy through the value: a read while holding the
@@ -396,8 +367,8 @@ async fn loss_is_noticed_by_readers_and_writers() {
 async fn one_value_shared_by_tasks_and_the_write_side_as_a_distributed_lock() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("rw-shared");
-    let s = session(ensemble).await;
-    let observer = client(&s);
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let outside = live_client(&s);
     let lock = Arc::new(RwLock::new(&s, &root).unwrap());
     let writer = lock.write().await.unwrap();
     assert!(
@@ -406,16 +377,15 @@ async fn one_value_shared_by_tasks_and_the_write_side_as_a_distributed_lock() {
     );
     let other = lock.clone();
     let task = tokio::spawn(async move { other.write().await });
-    await_count(&observer, &root, 2).await;
+    await_count(&outside, &root, 2).await;
     tokio::time::sleep(STILL_WAITING).await;
     assert!(
         !task.is_finished(),
         "a second task wrote through the same value"
     );
     writer.release().await.unwrap();
-    let second = tokio::time::timeout(PATIENCE, task)
+    let second = bounded("the second task writes", PATIENCE, task)
         .await
-        .unwrap()
         .unwrap()
         .unwrap();
     second.release().await.unwrap();
@@ -430,13 +400,13 @@ async fn one_value_shared_by_tasks_and_the_write_side_as_a_distributed_lock() {
     guard.release().await.unwrap();
     let guard = dynamic.try_lock_for(PATIENCE).await.unwrap().expect("free");
     guard.release().await.unwrap();
-    await_empty(&observer, &root).await;
+    await_empty(&outside, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_is_refused_and_sends_nothing() {
     let ensemble = Ensemble::shared(1).await;
-    let s = session(ensemble).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
     for path in ["", "rw", "/rw/", "/a//b", "/a/./b", "/zookeeper/rw"] {
         match RwLock::new(&s, path) {
             Err(Error::InvalidPath { path: p, .. }) => assert_eq!(p, path),

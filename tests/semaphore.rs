@@ -3,31 +3,20 @@
 //! Every test ends with nothing left under its path: no lease under `<path>/leases`, no
 //! node of the internal mutex under `<path>/locks`.
 
-use zk_harness as support;
-
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{await_count, await_empty, children, unique_root, Ensemble};
+use zk_harness::{
+    await_count, await_empty, bounded, children, expire_session, live_client, name, observer,
+    session, unique_root, Ensemble, PATIENCE,
+};
 use zk_recipes::{Error, Loss, Semaphore, Session};
 use zookeeper_client::Client;
 
-/// Upper bound for anything a test waits on; reaching it fails the test.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-async fn session(ensemble: &Ensemble) -> Session {
-    Session::builder()
-        .session_timeout(Duration::from_secs(4))
-        .connect(&ensemble.connect_string())
-        .await
-        .expect("connect")
-}
-
-fn client(session: &Session) -> Client {
-    session.client().expect("live session")
-}
+/// Session timeout of the contenders' sessions.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 
 fn leases(path: &str) -> String {
     format!("{path}/leases")
@@ -38,9 +27,9 @@ fn locks(path: &str) -> String {
 }
 
 /// Waits until neither leases nor the internal mutex's nodes are left under `path`.
-async fn await_nothing_left(observer: &Client, path: &str) {
-    await_empty(observer, &leases(path)).await;
-    await_empty(observer, &locks(path)).await;
+async fn await_nothing_left(outside: &Client, path: &str) {
+    await_empty(outside, &leases(path)).await;
+    await_empty(outside, &locks(path)).await;
 }
 
 /// 12 acquirers over 4 sessions, `rounds` leases each, on a semaphore of 3: never more than 3
@@ -55,7 +44,7 @@ async fn at_most_max(ensemble: &Ensemble, rounds: usize) {
     let mut sessions = Vec::new();
     let mut tasks = Vec::new();
     for _ in 0..SESSIONS {
-        let session = session(ensemble).await;
+        let session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
         for _ in 0..PER_SESSION {
             let semaphore = Semaphore::new(&session, &path, MAX).unwrap();
             let (inside, most) = (inside.clone(), most.clone());
@@ -86,7 +75,7 @@ async fn at_most_max(ensemble: &Ensemble, rounds: usize) {
         MAX as usize,
         "the semaphore never filled up"
     );
-    await_nothing_left(&client(&sessions[0]), &path).await;
+    await_nothing_left(&live_client(&sessions[0]), &path).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -103,7 +92,7 @@ async fn at_most_max_leases_on_ensemble() {
 struct Full {
     path: String,
     sessions: (Session, Session),
-    observer: Client,
+    outside: Client,
     held: Vec<zk_recipes::Lease>,
     other: Semaphore,
 }
@@ -111,14 +100,17 @@ struct Full {
 async fn full(name: &str, max: u32) -> Full {
     let ensemble = Ensemble::shared(1).await;
     let path = unique_root(name);
-    let (a, b) = (session(ensemble).await, session(ensemble).await);
+    let (a, b) = (
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+    );
     let semaphore = Semaphore::new(&a, &path, max).unwrap();
     let mut held = Vec::new();
     for _ in 0..max {
         held.push(semaphore.acquire().await.unwrap());
     }
     Full {
-        observer: client(&a),
+        outside: live_client(&a),
         other: Semaphore::new(&b, &path, max).unwrap(),
         held,
         path,
@@ -131,21 +123,21 @@ async fn try_and_timeout_leave_no_lease_and_no_mutex_node() {
     let Full {
         path,
         sessions: _sessions,
-        observer,
+        outside,
         mut held,
         other,
     } = full("sem-try", 2).await;
-    let tried = tokio::time::timeout(PATIENCE, other.try_acquire()).await;
-    assert!(tried.expect("try_acquire waited").unwrap().is_none());
-    assert_eq!(children(&observer, &leases(&path)).await.len(), 2);
-    assert!(children(&observer, &locks(&path)).await.is_empty());
+    let tried = bounded("try_acquire()", PATIENCE, other.try_acquire()).await;
+    assert!(tried.unwrap().is_none());
+    assert_eq!(children(&outside, &leases(&path)).await.len(), 2);
+    assert!(children(&outside, &locks(&path)).await.is_empty());
 
     let started = Instant::now();
     let timed = other.try_acquire_for(Duration::from_millis(300)).await;
     assert!(timed.unwrap().is_none());
     assert!(started.elapsed() >= Duration::from_millis(300));
-    assert_eq!(children(&observer, &leases(&path)).await.len(), 2);
-    assert!(children(&observer, &locks(&path)).await.is_empty());
+    assert_eq!(children(&outside, &leases(&path)).await.len(), 2);
+    assert!(children(&outside, &locks(&path)).await.is_empty());
 
     // A free lease is taken by both forms.
     held.pop().unwrap().release().await.unwrap();
@@ -160,7 +152,7 @@ async fn try_and_timeout_leave_no_lease_and_no_mutex_node() {
     for lease in held {
         lease.release().await.unwrap();
     }
-    await_nothing_left(&observer, &path).await;
+    await_nothing_left(&outside, &path).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -168,7 +160,7 @@ async fn cancelled_acquisitions_leave_no_lease_and_no_mutex_node() {
     let Full {
         path,
         sessions: _sessions,
-        observer,
+        outside,
         held,
         other,
     } = full("sem-cancel", 1).await;
@@ -192,26 +184,29 @@ async fn cancelled_acquisitions_leave_no_lease_and_no_mutex_node() {
             }
         }));
     }
-    await_count(&observer, &leases(&path), 2).await;
-    await_count(&observer, &locks(&path), 2).await;
+    await_count(&outside, &leases(&path), 2).await;
+    await_count(&outside, &locks(&path), 2).await;
     cancel.send_replace(true);
     for waiter in waiters {
         waiter.await.unwrap();
     }
-    await_empty(&observer, &locks(&path)).await;
-    await_count(&observer, &leases(&path), 1).await;
+    await_empty(&outside, &locks(&path)).await;
+    await_count(&outside, &leases(&path), 1).await;
     for lease in held {
         lease.release().await.unwrap();
     }
-    await_nothing_left(&observer, &path).await;
+    await_nothing_left(&outside, &path).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_expired_holders_lease_is_freed() {
     let ensemble = Ensemble::shared(1).await;
     let path = unique_root("sem-expiry");
-    let (a, b) = (session(ensemble).await, session(ensemble).await);
-    let observer = client(&b);
+    let (a, b) = (
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+    );
+    let outside = live_client(&b);
     let lease = Semaphore::new(&a, &path, 1)
         .unwrap()
         .acquire()
@@ -219,17 +214,16 @@ async fn an_expired_holders_lease_is_freed() {
         .unwrap();
     let next = Semaphore::new(&b, &path, 1).unwrap();
     let waiter = tokio::spawn(async move { next.acquire().await });
-    await_count(&observer, &leases(&path), 2).await;
+    await_count(&outside, &leases(&path), 2).await;
 
-    support::expire_session(&ensemble.connect_string(), client(&a).session()).await;
-    let loss = tokio::time::timeout(PATIENCE, lease.lost()).await.unwrap();
+    expire_session(&ensemble.connect_string(), live_client(&a).session()).await;
+    let loss = bounded("the lease's loss", PATIENCE, lease.lost()).await;
     assert!(
         matches!(loss, Loss::SessionExpired | Loss::Suspended),
         "{loss:?}"
     );
-    let next = tokio::time::timeout(PATIENCE, waiter)
+    let next = bounded("the waiter got the freed lease", PATIENCE, waiter)
         .await
-        .expect("the waiter got the freed lease")
         .unwrap()
         .unwrap();
     assert!(next.fencing_token() > lease.fencing_token());
@@ -239,22 +233,22 @@ async fn an_expired_holders_lease_is_freed() {
     }
     assert!(!next.is_lost(), "the late release harmed the next holder");
     next.release().await.unwrap();
-    await_nothing_left(&observer, &path).await;
+    await_nothing_left(&outside, &path).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lost_when_the_lease_node_is_deleted() {
     let ensemble = Ensemble::shared(1).await;
     let path = unique_root("sem-deleted");
-    let s = session(ensemble).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
     let lease = Semaphore::new(&s, &path, 2)
         .unwrap()
         .acquire()
         .await
         .unwrap();
-    let admin = Client::connect(&ensemble.connect_string()).await.unwrap();
+    let admin = observer(&ensemble.connect_string()).await;
     admin.delete(lease.node(), None).await.unwrap();
-    let loss = tokio::time::timeout(PATIENCE, lease.lost()).await.unwrap();
+    let loss = bounded("the lease's loss", PATIENCE, lease.lost()).await;
     assert_eq!(loss, Loss::NodeDeleted);
     match lease.release().await {
         Err(Error::LockLost { .. }) => {}
@@ -270,12 +264,12 @@ async fn lost_when_the_lease_node_is_deleted() {
 async fn a_different_maximum_is_refused_while_leases_are_held() {
     let ensemble = Ensemble::shared(1).await;
     let path = unique_root("sem-conflict");
-    let s = session(ensemble).await;
-    let observer = client(&s);
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let outside = live_client(&s);
     let three = Semaphore::new(&s, &path, 3).unwrap();
     let five = Semaphore::new(&s, &path, 5).unwrap();
     let lease = three.acquire().await.unwrap();
-    let (data, _) = observer.get_data(&leases(&path)).await.unwrap();
+    let (data, _) = outside.get_data(&leases(&path)).await.unwrap();
     assert_eq!(data, b"zk-recipes max leases 3");
     for attempt in [
         five.acquire().await.map(Some),
@@ -291,15 +285,15 @@ async fn a_different_maximum_is_refused_while_leases_are_held() {
             other => panic!("a second maximum: {other:?}"),
         }
         assert_eq!(
-            children(&observer, &leases(&path)).await,
-            [support::name(lease.node())]
+            children(&outside, &leases(&path)).await,
+            [name(lease.node())]
         );
-        assert!(children(&observer, &locks(&path)).await.is_empty());
+        assert!(children(&outside, &locks(&path)).await.is_empty());
     }
     lease.release().await.unwrap();
     // A stale record with no lease held: the newcomer records its own.
     let lease = five.acquire().await.unwrap();
-    let (data, _) = observer.get_data(&leases(&path)).await.unwrap();
+    let (data, _) = outside.get_data(&leases(&path)).await.unwrap();
     assert_eq!(data, b"zk-recipes max leases 5");
     assert!(matches!(
         three.try_acquire().await,
@@ -310,13 +304,13 @@ async fn a_different_maximum_is_refused_while_leases_are_held() {
         })
     ));
     lease.release().await.unwrap();
-    await_nothing_left(&observer, &path).await;
+    await_nothing_left(&outside, &path).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_is_refused_and_sends_nothing() {
     let ensemble = Ensemble::shared(1).await;
-    let s = session(ensemble).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
     match Semaphore::new(&s, &unique_root("sem-zero"), 0) {
         Err(Error::InvalidArgument(_)) => {}
         other => panic!("a maximum of 0: {other:?}"),
@@ -329,31 +323,6 @@ async fn bad_input_is_refused_and_sends_nothing() {
     }
 }
 
-/// `wchc`: watched paths under `path`, with the number of sessions that watch each.
-async fn watches_under(ensemble: &Ensemble, path: &str) -> BTreeMap<String, usize> {
-    let text = ensemble.four_letter(0, "wchc").await;
-    let mut watches = BTreeMap::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with(&format!("{path}/")) {
-            *watches.entry(line.to_owned()).or_default() += 1;
-        }
-    }
-    watches
-}
-
-/// Child watches on the server: `mntr`'s watch count (data and child watches) less `wchs`'s
-/// (data watches only: `wchc`, `wchp` and `wchs` list no child watch).
-async fn child_watches(ensemble: &Ensemble) -> usize {
-    let mntr = ensemble.four_letter(0, "mntr").await;
-    let all: usize = mntr
-        .lines()
-        .find_map(|line| line.strip_prefix("zk_watch_count"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("mntr reports zk_watch_count");
-    all - ensemble.watch_count().await
-}
-
 /// Waiters queue at the internal mutex, each watching its predecessor there; only the one
 /// inside (which also watches its own mutex node, as every holder does after 10 ms) watches
 /// the lease list.
@@ -362,14 +331,17 @@ async fn one_watch_on_the_lease_list_and_one_per_waiter() {
     const WAITERS: usize = 5;
     let ensemble = Ensemble::start(1).await;
     let path = unique_root("sem-herd");
-    let holder_session = session(&ensemble).await;
-    let observer = client(&holder_session);
+    let holder_session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let outside = live_client(&holder_session);
     let lease = Semaphore::new(&holder_session, &path, 1)
         .unwrap()
         .acquire()
         .await
         .unwrap();
-    let sessions = [session(&ensemble).await, session(&ensemble).await];
+    let sessions = [
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+    ];
     let (acquired_tx, mut acquired) = tokio::sync::mpsc::unbounded_channel();
     let mut waiters = Vec::new();
     for i in 0..WAITERS {
@@ -380,9 +352,9 @@ async fn one_watch_on_the_lease_list_and_one_per_waiter() {
             acquired.send(i).unwrap();
             lease.release().await.unwrap();
         }));
-        await_count(&observer, &locks(&path), i + 1).await;
+        await_count(&outside, &locks(&path), i + 1).await;
     }
-    let gate = children(&observer, &locks(&path)).await;
+    let gate = children(&outside, &locks(&path)).await;
     let mut expected: BTreeMap<String, usize> = BTreeMap::new();
     expected.insert(lease.node().to_owned(), 1);
     expected.insert(format!("{}/{}", locks(&path), gate[0]), 1);
@@ -391,24 +363,13 @@ async fn one_watch_on_the_lease_list_and_one_per_waiter() {
             .entry(format!("{}/{predecessor}", locks(&path)))
             .or_default() += 1;
     }
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let watched = watches_under(&ensemble, &path).await;
-        let children_watched = child_watches(&ensemble).await;
-        if watched == expected && children_watched == 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "data watches {watched:?}, expected {expected:?}; {children_watched} child watches, expected 1"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    ensemble.await_watched_under(&path, &expected).await;
+    ensemble.await_child_watch_count(1).await;
     lease.release().await.unwrap();
     let mut order = Vec::new();
     for _ in 0..WAITERS {
-        let next = tokio::time::timeout(PATIENCE, acquired.recv()).await;
-        order.push(next.unwrap().unwrap());
+        let next = bounded("the next lease", PATIENCE, acquired.recv()).await;
+        order.push(next.unwrap());
     }
     assert_eq!(
         order,
@@ -418,18 +379,7 @@ async fn one_watch_on_the_lease_list_and_one_per_waiter() {
     for waiter in waiters {
         waiter.await.unwrap();
     }
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let left: BTreeSet<_> = watches_under(&ensemble, &path).await.into_keys().collect();
-        let children_watched = child_watches(&ensemble).await;
-        if left.is_empty() && children_watched == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "watches left behind: {left:?} and {children_watched} child watches"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    await_nothing_left(&observer, &path).await;
+    ensemble.await_watched_under(&path, &BTreeMap::new()).await;
+    ensemble.await_child_watch_count(0).await;
+    await_nothing_left(&outside, &path).await;
 }

@@ -1,6 +1,6 @@
 //! Real ZooKeeper servers on loopback: start, stop, kill, pause, restart, ask.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io;
 use std::net::TcpListener;
@@ -349,6 +349,88 @@ impl Ensemble {
             }
         }
         sessions
+    }
+
+    /// The paths under `root` that have data watches, each with the number of sessions
+    /// that watch it, by the serving servers' `wchp`.
+    ///
+    /// `wchc`, `wchp` and `wchs` report data watches only (`get_and_watch_data`,
+    /// `check_and_watch_stat`): see [`child_watch_count`](Self::child_watch_count).
+    pub async fn watched_under(&self, root: &str) -> BTreeMap<String, usize> {
+        let under = format!("{root}/");
+        let mut watched = BTreeMap::new();
+        for s in self.serving() {
+            let out = four_letter_at(&s.address(), "wchp").await;
+            let mut path: Option<&str> = None;
+            for line in out.lines() {
+                if !line.starts_with(char::is_whitespace) {
+                    path = Some(line.trim()).filter(|p| p.starts_with(&under));
+                } else if let Some(path) = path {
+                    *watched.entry(path.to_owned()).or_default() += 1;
+                }
+            }
+        }
+        watched
+    }
+
+    /// Waits until the data watches under `root` are exactly `expected` (path → number of
+    /// sessions). Watches are set in the background and the server offers no event for them,
+    /// so this polls; fails the test after [`PATIENCE`].
+    pub async fn await_watched_under(&self, root: &str, expected: &BTreeMap<String, usize>) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let watched = self.watched_under(root).await;
+            if &watched == expected {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "data watches under {root}: {watched:?}, expected {expected:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Child watches (`list_and_watch_children`, `get_and_watch_children`) over all serving
+    /// servers: `mntr`'s `zk_watch_count` counts data and child watches, [`watch_count`]
+    /// (`wchs`) data watches only.
+    ///
+    /// [`watch_count`]: Self::watch_count
+    pub async fn child_watch_count(&self) -> usize {
+        let mut all = 0;
+        for s in self.serving() {
+            let out = four_letter_at(&s.address(), "mntr").await;
+            all += out
+                .lines()
+                .find_map(|l| l.strip_prefix("zk_watch_count"))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+        }
+        all.saturating_sub(self.watch_count().await)
+    }
+
+    /// Waits until [`child_watch_count`](Self::child_watch_count) is `n`; fails the test
+    /// after [`PATIENCE`].
+    pub async fn await_child_watch_count(&self, n: usize) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let counted = self.child_watch_count().await;
+            if counted == n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{counted} child watches, expected {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The servers that run and are not paused.
+    fn serving(&self) -> impl Iterator<Item = &Server> {
+        self.servers
+            .iter()
+            .filter(|s| !s.paused.load(Ordering::SeqCst) && s.is_running())
     }
 
     /// Waits until `session` (a `0x…` id) watches `path`. Setting a watch raises no event
