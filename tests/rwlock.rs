@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
+use zk_harness::nemesis::{under_nemesis, Arena, Entrant, Rule, Tally, Waits};
 use zk_harness::{
     await_children, await_count, await_empty, bounded, children, expire_session, live_client, name,
     observer, session, unique_root, Ensemble, PATIENCE,
@@ -413,4 +415,41 @@ async fn bad_input_is_refused_and_sends_nothing() {
             other => panic!("{path:?}: {other:?}"),
         }
     }
+}
+
+/// Reads or writes (a writer for the first contender of each session, readers for the
+/// others), works, releases, `rounds` times or until `stop`.
+fn read_write_loop(entrant: Entrant<'_>) -> JoinHandle<Tally> {
+    let lock = RwLock::new(entrant.session, entrant.root).unwrap();
+    if entrant.who.ends_with("c0") {
+        entrant.run(move || {
+            let lock = lock.clone();
+            async move { lock.write().await }
+        })
+    } else {
+        entrant.run(move || {
+            let lock = lock.clone();
+            async move { lock.read().await }
+        })
+    }
+}
+
+/// Interference: 4 writers and 8 readers on 4 sessions, 20 sections each, while the nemesis
+/// deletes waiters' nodes (a writer behind anyone, a reader behind a writer) and writes into
+/// any node: no trusted writer ever overlaps another trusted section.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_writer_stays_alone_under_a_nemesis() {
+    let arena = Arena {
+        child: "",
+        waits: Waits::ReadWrite,
+    };
+    under_nemesis(
+        "nemesis-rw",
+        read_write_loop,
+        3,
+        20,
+        &[arena],
+        Rule::ReadWrite,
+    )
+    .await;
 }

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
+use zk_harness::nemesis::{under_nemesis, Arena, Entrant, Rule, Tally, Waits};
 use zk_harness::{
     await_count, await_empty, bounded, children, expire_session, live_client, name, observer,
     session, unique_root, Ensemble, PATIENCE,
@@ -382,4 +384,35 @@ async fn one_watch_on_the_lease_list_and_one_per_waiter() {
     ensemble.await_watched_under(&path, &BTreeMap::new()).await;
     ensemble.await_child_watch_count(0).await;
     await_nothing_left(&outside, &path).await;
+}
+
+/// The maximum of the semaphore under the nemesis.
+const NEMESIS_MAX: u32 = 2;
+
+/// Acquires a lease, works, returns it, `rounds` times or until `stop`.
+fn lease_loop(entrant: Entrant<'_>) -> JoinHandle<Tally> {
+    let semaphore = Semaphore::new(entrant.session, entrant.root, NEMESIS_MAX).unwrap();
+    entrant.run(move || {
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire().await }
+    })
+}
+
+/// Interference: 12 acquirers on 4 sessions, 15 leases each, of a semaphore of 2, while the
+/// nemesis deletes waiters' nodes (at the internal mutex, and the lease of the one waiting
+/// on the count) and writes into any node: never more than 2 trusted leases at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn at_most_max_leases_under_a_nemesis() {
+    let arenas = [
+        Arena {
+            child: "locks",
+            waits: Waits::BehindAny,
+        },
+        Arena {
+            child: "leases",
+            waits: Waits::Crowd(NEMESIS_MAX as usize),
+        },
+    ];
+    let rule = Rule::AtMost(NEMESIS_MAX as usize);
+    under_nemesis("nemesis-sem", lease_loop, 3, 15, &arenas, rule).await;
 }
