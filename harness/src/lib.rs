@@ -24,6 +24,7 @@
 //! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
 //!   client off, [`expire_session`];
 //! * [`history`]: critical sections recorded and checked for mutual exclusion;
+//! * [`peers`]: Curator and kazoo peers driven as real processes;
 //! * [`nemesis`]: contenders looping under a nemesis that deletes waiters' nodes and writes
 //!   into any contender node, checked against the recipe's rule.
 //!
@@ -37,6 +38,7 @@ mod events;
 pub mod history;
 mod launcher;
 pub mod nemesis;
+pub mod peers;
 mod proxy;
 mod wait;
 mod znodes;
