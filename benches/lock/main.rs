@@ -1,8 +1,9 @@
 //! Lock benchmark: zk-recipes' `Mutex` against zookeeper-client's built-in lock (the peer),
-//! on the same real ZooKeeper servers, in the same run.
+//! and its `RwLock` and `Semaphore` against Apache Curator's (a Java peer), on the same real
+//! ZooKeeper servers, in the same run.
 //!
 //! `cargo bench --bench lock` (about 6 minutes on 2 cores), `-- --quick` for a short run.
-//! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election),
+//! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election, recipes),
 //! `--waiters 100,1000,10000`, `--drain-timeout <secs>`, `--reps <n>`.
 //!
 //! Prints one markdown table of medians over the repetitions, with the spread
@@ -19,6 +20,7 @@ mod contended;
 mod delay;
 mod drain;
 mod failover;
+mod recipes;
 mod side;
 mod table;
 mod targets;
@@ -138,6 +140,9 @@ async fn run(opts: &Opts) -> Table {
     }
     if opts.runs("drain") {
         drain::run(&mut table, opts, &standalone).await;
+    }
+    if opts.runs("recipes") {
+        recipes::run(&mut table, opts, &standalone).await;
     }
     drop(standalone);
     table

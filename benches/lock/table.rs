@@ -181,7 +181,7 @@ impl Table {
     pub fn render(&self) -> String {
         let mut out = String::new();
         out.push_str(
-            "| scenario | metric | zk-recipes | peer (zookeeper-client lock) | ours / peer | target | |\n\
+            "| scenario | metric | zk-recipes | peer (zookeeper-client lock, or as the row says) | ours / peer | target | |\n\
              |---|---|---|---|---|---|---|\n",
         );
         for row in &self.rows {

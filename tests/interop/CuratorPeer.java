@@ -37,6 +37,13 @@
 //                           InterProcessSemaphoreV2 of <max> leases), hold <n> times each; while
 //                           holding, enter <room> (see `room` below)
 //                                                      -> ok <sections> <violations> <most> <foreign>
+//   rw-rate <ms> <readers> <writers>
+//   sem-rate <ms> <threads> <max>
+//                           for the benchmark: <readers> + <writers> (or <threads>) threads,
+//                           each on its own client with its own InterProcessReadWriteLock (or
+//                           InterProcessSemaphoreV2 of <max> leases), take and release the read
+//                           or write lock (or a lease) as often as they can for <ms> once all
+//                           are connected           -> ok <acquisitions> <elapsed ms>
 //   quit                    closes everything and exits              -> ok bye
 //
 // The room: a holder creates the EPHEMERAL_SEQUENTIAL <room>/<kind>-<who>- (kind `r` reader,
@@ -56,6 +63,7 @@ import java.util.Deque;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
@@ -188,6 +196,20 @@ public class CuratorPeer {
                         reply(stressRoom(Integer.parseInt(w[1]), w[2], Integer.parseInt(w[3]), max,
                                 Long.parseLong(w[5]),
                                 (c, t) -> holdable(new InterProcessSemaphoreV2(c, path, max)), t -> "h"));
+                        break;
+                    }
+                    case "rw-rate": {
+                        int writers = Integer.parseInt(w[3]);
+                        reply(rate(Long.parseLong(w[1]), Integer.parseInt(w[2]) + writers, (c, t) -> {
+                            InterProcessReadWriteLock lock = new InterProcessReadWriteLock(c, path);
+                            return holdable(t < writers ? lock.writeLock() : lock.readLock());
+                        }));
+                        break;
+                    }
+                    case "sem-rate": {
+                        int max = Integer.parseInt(w[3]);
+                        reply(rate(Long.parseLong(w[1]), Integer.parseInt(w[2]),
+                                (c, t) -> holdable(new InterProcessSemaphoreV2(c, path, max))));
                         break;
                     }
                     case "latch-join": {
@@ -399,5 +421,28 @@ public class CuratorPeer {
         });
         return failed != null ? failed
                 : "ok " + sections.get() + " " + violations.get() + " " + most.get() + " " + foreign.get();
+    }
+
+    /// <threads> threads, each on its own client with the holdable `make` gives it, take and
+    /// release it as often as they can for <ms>, from the moment all are ready.
+    static String rate(long ms, int threads, BiFunction<CuratorFramework, Integer, Holdable> make)
+            throws Exception {
+        AtomicInteger acquisitions = new AtomicInteger();
+        long[] window = new long[2];
+        CyclicBarrier ready = new CyclicBarrier(threads, () -> {
+            window[0] = System.nanoTime();
+            window[1] = window[0] + ms * 1_000_000L;
+        });
+        String failed = inThreads(threads, (client, t) -> {
+            Holdable holdable = make.apply(client, t);
+            ready.await();
+            while (System.nanoTime() < window[1]) {
+                holdable.acquire();
+                holdable.release();
+                acquisitions.incrementAndGet();
+            }
+        });
+        long elapsed = (System.nanoTime() - window[0]) / 1_000_000L;
+        return failed != null ? failed : "ok " + acquisitions.get() + " " + elapsed;
     }
 }
