@@ -5,6 +5,7 @@ use std::time::Duration;
 use tracing::{info, info_span, Instrument};
 use zookeeper_client::Client;
 
+use super::nodelay::Sockets;
 use super::Session;
 use crate::error::{Error, Result};
 use crate::path;
@@ -82,9 +83,11 @@ impl SessionBuilder {
         let target = self.target(hosts)?;
         let span = info_span!("zk.connect", hosts = %target);
         async move {
+            let mut sockets = Sockets::before_connecting(&target);
             let client = self.connect_once(&target).await?;
+            sockets.set_nodelay_on_new();
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
-            Ok(Session::start(self, target, client))
+            Ok(Session::start(self, target, client, sockets))
         }
         .instrument(span)
         .await

@@ -2,6 +2,7 @@
 
 mod builder;
 mod connection;
+mod nodelay;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -10,6 +11,8 @@ use tokio::sync::{watch, Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
+
+use nodelay::Sockets;
 
 pub use builder::SessionBuilder;
 pub(crate) use connection::{connected_now, connection_lost, reconnected, retry, terminal};
@@ -123,7 +126,7 @@ impl Session {
         SessionBuilder::default()
     }
 
-    fn start(builder: SessionBuilder, target: String, client: Client) -> Session {
+    fn start(builder: SessionBuilder, target: String, client: Client, sockets: Sockets) -> Session {
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
@@ -138,6 +141,7 @@ impl Session {
             Arc::downgrade(&inner),
             target,
             Arc::downgrade(&client),
+            sockets,
         ));
         if let Ok(mut slot) = inner.keeper.lock() {
             *slot = Some(keeper);
@@ -276,9 +280,10 @@ impl Session {
 }
 
 /// Publishes the client's state changes and renews the session after expiry, until the
-/// session is closed or every `Session` clone is gone. Keeps only weak references, so that
-/// replacing [`Current`] is what ends a session.
-async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>) {
+/// session is closed or every `Session` clone is gone; sets `TCP_NODELAY` on every new
+/// connection. Keeps only weak references, so that replacing [`Current`] is what ends a
+/// session.
+async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>, mut sockets: Sockets) {
     loop {
         let Some(states) = client
             .upgrade()
@@ -286,7 +291,7 @@ async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>) {
         else {
             return;
         };
-        let ended = follow(&inner, states).await;
+        let ended = follow(&inner, states, &mut sockets).await;
         let Some(session) = inner.upgrade() else {
             return;
         };
@@ -300,6 +305,7 @@ async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>) {
         let builder = session.builder.clone();
         drop(session);
         let renewed = Arc::new(renew(&builder, &target).await);
+        sockets.set_nodelay_on_new();
         let Some(session) = inner.upgrade() else {
             return;
         };
@@ -313,6 +319,7 @@ async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>) {
 async fn follow(
     inner: &Weak<Inner>,
     (mut states, session_id): (zookeeper_client::StateWatcher, zookeeper_client::SessionId),
+    sockets: &mut Sockets,
 ) -> SessionState {
     // The client may have left the connected state before this task first ran (a loaded
     // machine): start from the state it is in, not from its next change.
@@ -327,6 +334,7 @@ async fn follow(
         let event = match state {
             SessionState::Disconnected => SessionEvent::Suspended,
             SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                sockets.set_nodelay_on_new();
                 SessionEvent::Reconnected
             }
             SessionState::Expired | SessionState::AuthFailed => {
