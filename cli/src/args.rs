@@ -112,6 +112,9 @@ pub struct Connection {
     /// killed its lock or leadership can pass to another.
     #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
     pub session_timeout: Duration,
+    /// How long to try to reach a server before giving up (exit 69).
+    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
+    pub connect_timeout: Duration,
 }
 
 /// What is held while CMD runs, and CMD.

@@ -26,6 +26,7 @@ pub async fn connect(
 ) -> zk_recipes::Result<Session> {
     Session::builder()
         .session_timeout(connection.session_timeout)
+        .connection_timeout(connection.connect_timeout)
         .tolerate_suspension(tolerate_suspension)
         .connect(&connection.hosts)
         .await
