@@ -13,6 +13,9 @@
 //! status when CMD ran to its end, else with one of its own ([`status`]). Everything it
 //! made in ZooKeeper is deleted before it exits, and its session closed ([`session`]).
 
+// The one exception, a parent-death signal set between fork and exec, is in `child`.
+#![deny(unsafe_code)]
+
 mod args;
 mod child;
 mod duration;
