@@ -1,22 +1,32 @@
 //! [`SessionBuilder`]: the settings of a [`Session`] and the connect that applies them.
+//!
+//! Every setting is checked when [`connect`](SessionBuilder::connect) is called, before
+//! anything is sent: a bad connect string, chroot, user name, or a creator-only ACL
+//! without an identity fail there with a clear error.
 
 use std::time::Duration;
 
 use tracing::{info, info_span, Instrument};
 use zookeeper_client::Client;
 
+use super::credentials::{Credentials, Login, Secret};
 use super::nodelay::Sockets;
 use super::Session;
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 
 /// Configures and connects a [`Session`]; made by [`Session::builder`].
+///
+/// `Debug` output shows no password and no private key.
 #[derive(Clone, Debug)]
 pub struct SessionBuilder {
     pub(super) session_timeout: Duration,
     connection_timeout: Duration,
     chroot: Option<String>,
     tolerate_suspension: bool,
+    pub(super) node_acl: NodeAcl,
+    credentials: Credentials,
 }
 
 impl Default for SessionBuilder {
@@ -26,6 +36,8 @@ impl Default for SessionBuilder {
             connection_timeout: Duration::from_secs(10),
             chroot: None,
             tolerate_suspension: false,
+            node_acl: NodeAcl::Open,
+            credentials: Credentials::default(),
         }
     }
 }
@@ -64,6 +76,51 @@ impl SessionBuilder {
         self
     }
 
+    /// Authenticates the session as `user` with ZooKeeper's digest scheme
+    /// (`addauth digest user:password`), on every connection and on every new session
+    /// after expiry. A second call replaces the first.
+    ///
+    /// ZooKeeper accepts any digest identity at connect: a wrong password is not refused
+    /// there, it only makes nodes that the right identity owns refuse the session with
+    /// [`Error::NoAuth`] (nothing is created then). Where the servers support it, SASL
+    /// (feature `sasl`, `sasl_digest_md5`) refuses a wrong password at connect.
+    ///
+    /// The password is never shown in `Debug` output or logs. A user name that is empty or
+    /// contains `':'` fails [`connect`](Self::connect) with [`Error::InvalidArgument`].
+    pub fn digest_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.credentials.digest = Some(Login {
+            user: user.into(),
+            password: Secret::new(password.into()),
+        });
+        self
+    }
+
+    /// Authenticates the session with SASL DIGEST-MD5 as `user` (feature `sasl`), against
+    /// the users of the servers' JAAS `Server` section. The servers check the password when
+    /// the session is made: a wrong one fails [`connect`](Self::connect) with
+    /// [`Error::AuthFailed`]. The session's identity for ACLs is `sasl:<user>`.
+    ///
+    /// The password is never shown in `Debug` output or logs.
+    #[cfg(feature = "sasl")]
+    pub fn sasl_digest_md5(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.credentials.sasl = Some(Login {
+            user: user.into(),
+            password: Secret::new(password.into()),
+        });
+        self
+    }
+
+    /// The ACL of the nodes the session's recipes create (default [`NodeAcl::Open`]); a
+    /// recipe can override it. See [`NodeAcl`].
+    ///
+    /// A creator-only ACL without credentials ([`digest_auth`](Self::digest_auth) or SASL)
+    /// fails [`connect`](Self::connect) with
+    /// [`Error::InvalidArgument`]: the servers would refuse every node.
+    pub fn node_acl(mut self, acl: NodeAcl) -> Self {
+        self.node_acl = acl;
+        self
+    }
+
     /// How long a suspended connection is tolerated before held locks count as lost, if
     /// [`tolerate_suspension`](Self::tolerate_suspension) is on: a third of `negotiated`.
     pub(crate) fn tolerated(&self, negotiated: Duration) -> Option<Duration> {
@@ -75,13 +132,21 @@ impl SessionBuilder {
     /// # Notable errors
     /// * [`Error::InvalidConnectString`] if `hosts` cannot be parsed.
     /// * [`Error::InvalidPath`] if the chroot is malformed.
+    /// * [`Error::InvalidArgument`] if a user name is unusable, or a creator-only
+    ///   [`node_acl`](Self::node_acl) has no credentials to go with it; nothing was sent.
+    /// * [`Error::AuthFailed`] if the servers refused the SASL credentials.
     /// * [`Error::Unreachable`] if no session was established within the connection timeout.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future abandons the attempt and leaves no session behind.
     pub async fn connect(self, hosts: &str) -> Result<Session> {
         let target = self.target(hosts)?;
-        let span = info_span!("zk.connect", hosts = %target);
+        self.check()?;
+        let span = info_span!(
+            "zk.connect",
+            hosts = %target,
+            auth = self.credentials.schemes()
+        );
         async move {
             let mut sockets = Sockets::before_connecting(&target);
             let client = self.connect_once(&target).await?;
@@ -91,6 +156,18 @@ impl SessionBuilder {
         }
         .instrument(span)
         .await
+    }
+
+    /// Checks the credentials and the ACL; nothing is sent.
+    fn check(&self) -> Result<()> {
+        self.credentials.validate()?;
+        if self.node_acl.needs_identity() && !self.credentials.any() {
+            return Err(Error::InvalidArgument(format!(
+                "node ACL {:?} needs an authenticated session: set digest_auth (or SASL)",
+                self.node_acl
+            )));
+        }
+        Ok(())
     }
 
     /// The connect string with the chroot appended.
@@ -108,14 +185,17 @@ impl SessionBuilder {
     }
 
     pub(super) async fn connect_once(&self, target: &str) -> Result<Client> {
-        let connecting = Client::connector()
-            .with_session_timeout(self.session_timeout)
-            .connect(target);
+        let connector = Client::connector().with_session_timeout(self.session_timeout);
+        let connecting = self.credentials.apply(connector).connect(target);
         match tokio::time::timeout(self.connection_timeout, connecting).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(zookeeper_client::Error::BadArguments(reason))) => {
                 Err(invalid_hosts(target, reason))
             }
+            Ok(Err(zookeeper_client::Error::AuthFailed)) => Err(Error::AuthFailed {
+                hosts: target.to_owned(),
+                reason: self.credentials.refused(),
+            }),
             Ok(Err(err)) => Err(unreachable(target, err.to_string())),
             Err(_) => Err(unreachable(
                 target,

@@ -2,6 +2,7 @@
 
 mod builder;
 mod connection;
+mod credentials;
 mod nodelay;
 
 use std::sync::{Arc, Weak};
@@ -17,6 +18,7 @@ use nodelay::Sockets;
 pub use builder::SessionBuilder;
 pub(crate) use connection::{connected_now, connection_lost, reconnected, retry, terminal};
 
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 
 /// How many queue entries (a create and its listing) one session has in flight at once.
@@ -170,6 +172,12 @@ impl Session {
     /// [`Client::session_timeout`]).
     pub fn session_timeout(&self) -> Duration {
         self.inner.builder.session_timeout
+    }
+
+    /// The ACL of the nodes this session's recipes create unless a recipe overrides it
+    /// ([`SessionBuilder::node_acl`]).
+    pub fn node_acl(&self) -> NodeAcl {
+        self.inner.builder.node_acl
     }
 
     /// Closes the session: publishes [`SessionEvent::Closed`], stops renewing, and ends the
@@ -352,7 +360,8 @@ async fn follow(
     }
 }
 
-/// Connects a fresh session, backing off between failed attempts (100 ms doubling to 5 s).
+/// Connects a fresh session with the credentials of the first one, backing off between
+/// failed attempts (100 ms doubling to 5 s).
 async fn renew(builder: &SessionBuilder, target: &str) -> Client {
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -362,7 +371,13 @@ async fn renew(builder: &SessionBuilder, target: &str) -> Client {
                 return client;
             }
             Err(err) => {
-                debug!(%err, ?backoff, "renewing the session failed; retrying");
+                match err {
+                    Error::Unreachable { .. } => {
+                        debug!(%err, ?backoff, "renewing failed; retrying")
+                    }
+                    // Credentials refused: worth a warning, nothing else to tell.
+                    _ => warn!(%err, ?backoff, "renewing the session was refused; retrying"),
+                }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
