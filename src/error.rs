@@ -2,7 +2,7 @@
 //!
 //! Each variant says what the caller can do about it: fix the input
 //! ([`Error::InvalidPath`], [`Error::InvalidArgument`], [`Error::InvalidConnectString`]),
-//! fix the credentials ([`Error::AuthFailed`]), fix the
+//! fix the credentials or the TLS settings ([`Error::AuthFailed`], [`Error::Tls`]), fix the
 //! ensemble's configuration ([`Error::NoAuth`], [`Error::EphemeralParent`]),
 //! try again later ([`Error::Unreachable`], [`Error::ConnectionLoss`],
 //! [`Error::SessionExpired`]), or stop ([`Error::Closed`], [`Error::LockLost`]). Each
@@ -51,6 +51,19 @@ pub enum Error {
         /// The connect string.
         hosts: String,
         /// What was refused.
+        reason: String,
+    },
+
+    /// Every server was reached, and every one refused the connection at the TLS level for a
+    /// reason that retrying does not fix: its certificate is not trusted by the given CA, it
+    /// requires a client certificate (or refused the one given), or one side speaks TLS and
+    /// the other does not. No session was made. Returned as soon as that is known, within the
+    /// connection timeout.
+    #[error("TLS to ZooKeeper servers {hosts:?} refused: {reason}")]
+    Tls {
+        /// The connect string.
+        hosts: String,
+        /// What each server did.
         reason: String,
     },
 

@@ -1,7 +1,7 @@
 //! [`SessionBuilder`]: the settings of a [`Session`] and the connect that applies them.
 //!
 //! Every setting is checked when [`connect`](SessionBuilder::connect) is called, before
-//! anything is sent: a bad connect string, chroot, user name, or a creator-only ACL
+//! anything is sent: a bad connect string, chroot, user name, PEM, or a creator-only ACL
 //! without an identity fail there with a clear error.
 
 use std::time::Duration;
@@ -10,7 +10,11 @@ use tracing::{info, info_span, Instrument};
 use zookeeper_client::Client;
 
 use super::credentials::{Credentials, Login, Secret};
+use super::dialer::Dialer;
 use super::nodelay::Sockets;
+use super::probe::Transport;
+#[cfg(feature = "tls")]
+use super::tls::TlsSettings;
 use super::Session;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
@@ -27,6 +31,8 @@ pub struct SessionBuilder {
     tolerate_suspension: bool,
     pub(super) node_acl: NodeAcl,
     credentials: Credentials,
+    #[cfg(feature = "tls")]
+    tls: TlsSettings,
 }
 
 impl Default for SessionBuilder {
@@ -38,6 +44,8 @@ impl Default for SessionBuilder {
             tolerate_suspension: false,
             node_acl: NodeAcl::Open,
             credentials: Credentials::default(),
+            #[cfg(feature = "tls")]
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -113,11 +121,39 @@ impl SessionBuilder {
     /// The ACL of the nodes the session's recipes create (default [`NodeAcl::Open`]); a
     /// recipe can override it. See [`NodeAcl`].
     ///
-    /// A creator-only ACL without credentials ([`digest_auth`](Self::digest_auth) or SASL)
-    /// fails [`connect`](Self::connect) with
+    /// A creator-only ACL without credentials ([`digest_auth`](Self::digest_auth), SASL, or
+    /// a TLS client certificate) fails [`connect`](Self::connect) with
     /// [`Error::InvalidArgument`]: the servers would refuse every node.
     pub fn node_acl(mut self, acl: NodeAcl) -> Self {
         self.node_acl = acl;
+        self
+    }
+
+    /// Connects over TLS (feature `tls`), trusting servers whose certificate chains to a
+    /// certificate in `ca_pem`. Hosts stay `host:port`; each must be named (DNS name or IP
+    /// address) by its server's certificate.
+    ///
+    /// A PEM without a usable certificate fails [`connect`](Self::connect) with
+    /// [`Error::InvalidArgument`] before anything is sent.
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_pem(mut self, ca_pem: impl Into<String>) -> Self {
+        self.tls.ca_pem = Some(ca_pem.into());
+        self
+    }
+
+    /// The client certificate (chain) and its private key, in PEM, offered to servers that
+    /// ask for one (feature `tls`; needs [`tls_ca_pem`](Self::tls_ca_pem)).
+    ///
+    /// The key is never shown in `Debug` output or logs. A PEM without a certificate or a
+    /// key, or a key that does not belong to the certificate, fails
+    /// [`connect`](Self::connect) with [`Error::InvalidArgument`] before anything is sent.
+    #[cfg(feature = "tls")]
+    pub fn tls_identity_pem(
+        mut self,
+        cert_pem: impl Into<String>,
+        key_pem: impl Into<String>,
+    ) -> Self {
+        self.tls.identity = Some((cert_pem.into(), Secret::new(key_pem.into())));
         self
     }
 
@@ -129,45 +165,94 @@ impl SessionBuilder {
 
     /// Connects to `hosts` (`"host:port,host:port"`).
     ///
+    /// Every attempt is bounded by the connection timeout, and the time is spent in rounds
+    /// that try every host once, with back-off between them. When every host refuses the
+    /// TLS settings, the connect fails at once instead of retrying.
+    ///
     /// # Notable errors
     /// * [`Error::InvalidConnectString`] if `hosts` cannot be parsed.
     /// * [`Error::InvalidPath`] if the chroot is malformed.
-    /// * [`Error::InvalidArgument`] if a user name is unusable, or a creator-only
+    /// * [`Error::InvalidArgument`] if a user name or a PEM is unusable, or a creator-only
     ///   [`node_acl`](Self::node_acl) has no credentials to go with it; nothing was sent.
     /// * [`Error::AuthFailed`] if the servers refused the SASL credentials.
-    /// * [`Error::Unreachable`] if no session was established within the connection timeout.
+    /// * [`Error::Tls`] if every server refused the TLS settings (certificate not trusted,
+    ///   client certificate missing or refused, TLS spoken to a plaintext port or the
+    ///   reverse).
+    /// * [`Error::Unreachable`] if no session was established within the connection
+    ///   timeout; its reason says what each host did.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future abandons the attempt and leaves no session behind.
     pub async fn connect(self, hosts: &str) -> Result<Session> {
         let target = self.target(hosts)?;
-        self.check()?;
+        let dialer = self.dialer()?;
         let span = info_span!(
             "zk.connect",
             hosts = %target,
-            auth = self.credentials.schemes()
+            auth = self.credentials.schemes(),
+            tls = self.tls_enabled(),
         );
         async move {
             let mut sockets = Sockets::before_connecting(&target);
-            let client = self.connect_once(&target).await?;
+            let client = dialer.dial(&target).await?;
             sockets.set_nodelay_on_new();
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
-            Ok(Session::start(self, target, client, sockets))
+            Ok(Session::start(self, dialer, target, client, sockets))
         }
         .instrument(span)
         .await
     }
 
-    /// Checks the credentials and the ACL; nothing is sent.
-    fn check(&self) -> Result<()> {
+    /// Checks the credentials, the ACL and the TLS settings; the dialer that applies them.
+    fn dialer(&self) -> Result<Dialer> {
         self.credentials.validate()?;
-        if self.node_acl.needs_identity() && !self.credentials.any() {
+        let transport = self.transport()?;
+        if self.node_acl.needs_identity() && !self.has_identity() {
             return Err(Error::InvalidArgument(format!(
-                "node ACL {:?} needs an authenticated session: set digest_auth (or SASL)",
+                "node ACL {:?} needs an authenticated session: set digest_auth (or SASL, or a \
+                 TLS client certificate)",
                 self.node_acl
             )));
         }
-        Ok(())
+        let connector = Client::connector().with_session_timeout(self.session_timeout);
+        let connector = self.credentials.apply(connector);
+        #[cfg(feature = "tls")]
+        let connector = match &transport {
+            Transport::Tls(tls) => connector.with_tls(tls.options.clone()),
+            Transport::Plain => connector,
+        };
+        Ok(Dialer::new(
+            connector,
+            transport,
+            self.connection_timeout,
+            self.credentials.refused(),
+        ))
+    }
+
+    /// Plaintext, or TLS with the checked PEMs.
+    fn transport(&self) -> Result<Transport> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.prepare()? {
+            return Ok(Transport::Tls(Box::new(tls)));
+        }
+        Ok(Transport::Plain)
+    }
+
+    /// Whether the session will authenticate as someone: credentials, or a client
+    /// certificate (which servers may map to an identity).
+    fn has_identity(&self) -> bool {
+        #[cfg(feature = "tls")]
+        if self.tls.identity.is_some() {
+            return true;
+        }
+        self.credentials.any()
+    }
+
+    fn tls_enabled(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.enabled();
+        #[cfg(not(feature = "tls"))]
+        false
     }
 
     /// The connect string with the chroot appended.
@@ -183,38 +268,11 @@ impl SessionBuilder {
             None => Ok(hosts.to_owned()),
         }
     }
-
-    pub(super) async fn connect_once(&self, target: &str) -> Result<Client> {
-        let connector = Client::connector().with_session_timeout(self.session_timeout);
-        let connecting = self.credentials.apply(connector).connect(target);
-        match tokio::time::timeout(self.connection_timeout, connecting).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(zookeeper_client::Error::BadArguments(reason))) => {
-                Err(invalid_hosts(target, reason))
-            }
-            Ok(Err(zookeeper_client::Error::AuthFailed)) => Err(Error::AuthFailed {
-                hosts: target.to_owned(),
-                reason: self.credentials.refused(),
-            }),
-            Ok(Err(err)) => Err(unreachable(target, err.to_string())),
-            Err(_) => Err(unreachable(
-                target,
-                format!("no session within {:?}", self.connection_timeout),
-            )),
-        }
-    }
 }
 
 fn invalid_hosts(hosts: &str, reason: &str) -> Error {
     Error::InvalidConnectString {
         hosts: hosts.to_owned(),
         reason: reason.to_owned(),
-    }
-}
-
-fn unreachable(hosts: &str, reason: String) -> Error {
-    Error::Unreachable {
-        hosts: hosts.to_owned(),
-        reason,
     }
 }

@@ -3,7 +3,11 @@
 mod builder;
 mod connection;
 mod credentials;
+mod dialer;
 mod nodelay;
+mod probe;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -13,6 +17,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
 
+use dialer::Dialer;
 use nodelay::Sockets;
 
 pub use builder::SessionBuilder;
@@ -85,6 +90,8 @@ pub struct Session {
 #[derive(Debug)]
 struct Inner {
     builder: SessionBuilder,
+    /// Makes the new session after expiry, with the same credentials and TLS settings.
+    dialer: Dialer,
     current: watch::Sender<Current>,
     events: watch::Sender<SessionEvent>,
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -128,12 +135,19 @@ impl Session {
         SessionBuilder::default()
     }
 
-    fn start(builder: SessionBuilder, target: String, client: Client, sockets: Sockets) -> Session {
+    fn start(
+        builder: SessionBuilder,
+        dialer: Dialer,
+        target: String,
+        client: Client,
+        sockets: Sockets,
+    ) -> Session {
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
         let inner = Arc::new(Inner {
             builder,
+            dialer,
             current,
             events,
             keeper: std::sync::Mutex::new(None),
@@ -310,9 +324,9 @@ async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>, mut 
         }
         session.current.send_replace(Current::Renewing);
         session.events.send_replace(SessionEvent::Expired);
-        let builder = session.builder.clone();
+        let dialer = session.dialer.clone();
         drop(session);
-        let renewed = Arc::new(renew(&builder, &target).await);
+        let renewed = Arc::new(renew(&dialer, &target).await);
         sockets.set_nodelay_on_new();
         let Some(session) = inner.upgrade() else {
             return;
@@ -360,12 +374,12 @@ async fn follow(
     }
 }
 
-/// Connects a fresh session with the credentials of the first one, backing off between
-/// failed attempts (100 ms doubling to 5 s).
-async fn renew(builder: &SessionBuilder, target: &str) -> Client {
+/// Connects a fresh session with the credentials and TLS settings of the first one, backing
+/// off between failed attempts (100 ms doubling to 5 s).
+async fn renew(dialer: &Dialer, target: &str) -> Client {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match builder.connect_once(target).await {
+        match dialer.dial(target).await {
             Ok(client) => {
                 info!(session = %client.session_id(), "new session after expiry");
                 return client;
@@ -375,7 +389,7 @@ async fn renew(builder: &SessionBuilder, target: &str) -> Client {
                     Error::Unreachable { .. } => {
                         debug!(%err, ?backoff, "renewing failed; retrying")
                     }
-                    // Credentials refused: worth a warning, nothing else to tell.
+                    // Credentials or TLS refused: worth a warning, nothing else to tell.
                     _ => warn!(%err, ?backoff, "renewing the session was refused; retrying"),
                 }
                 tokio::time::sleep(backoff).await;
