@@ -208,8 +208,7 @@ impl Mutex {
         let started = Instant::now();
         async {
             loop {
-                // Boxed: entering takes no room in a waiting `lock()`.
-                let entering = Box::pin(self.queue.enter(&self.session, &[], wait));
+                let entering = self.queue.enter(&self.session, &[], wait);
                 let Some(mut contender) = entering.await? else {
                     return Ok(None);
                 };

@@ -1,73 +1,17 @@
 //! Leader election against real ZooKeeper servers started by the harness.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{await_children, await_empty, unique_root, Ensemble};
 use tokio::time::Instant;
-use zk_recipes::{Candidate, Error, LeaderElection, Role, Session};
-use zookeeper_client::Client;
+use zk_harness::{
+    await_empty, await_one_leader, await_queue, bounded, join_election, leaders, live_client, name,
+    participant_ids, session, unique_root, Ensemble, PATIENCE,
+};
+use zk_recipes::{Candidate, Error, LeaderElection, Role};
 
-const PATIENCE: Duration = Duration::from_secs(30);
 const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
-
-async fn session(hosts: &str) -> Session {
-    Session::builder()
-        .session_timeout(SESSION_TIMEOUT)
-        .connect(hosts)
-        .await
-        .expect("connect")
-}
-
-fn client(session: &Session) -> Client {
-    session.client().expect("live session")
-}
-
-fn leaders(candidates: &[Option<Candidate>]) -> Vec<usize> {
-    candidates
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.as_ref().is_some_and(|c| c.role() == Role::Leader))
-        .map(|(i, _)| i)
-        .collect()
-}
-
-/// Waits until exactly one candidate reports Leader; returns it.
-async fn await_one_leader(candidates: &[Option<Candidate>], within: Duration) -> usize {
-    let deadline = Instant::now() + within;
-    loop {
-        let now = leaders(candidates);
-        if now.len() == 1 {
-            return now[0];
-        }
-        assert!(now.len() <= 1, "two leaders: {now:?}");
-        assert!(Instant::now() < deadline, "no leader within {within:?}");
-        let mut changes: Vec<_> = candidates.iter().flatten().map(|c| c.roles()).collect();
-        let any_change = futures_like_select(
-            changes
-                .iter_mut()
-                .map(|r| Box::pin(async move { r.changed().await })),
-        );
-        let _ = tokio::time::timeout_at(deadline, any_change).await;
-    }
-}
-
-/// Resolves when any of the futures does.
-async fn futures_like_select<F: std::future::Future + Unpin>(futures: impl Iterator<Item = F>) {
-    let mut futures: Vec<F> = futures.collect();
-    std::future::poll_fn(|cx| {
-        for f in futures.iter_mut() {
-            if std::pin::Pin::new(f).poll(cx).is_ready() {
-                return std::task::Poll::Ready(());
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_leader_at_a_time_and_resign_passes_in_queue_order() {
@@ -77,9 +21,8 @@ async fn one_leader_at_a_time_and_resign_passes_in_queue_order() {
     let mut sessions = Vec::new();
     let mut candidates: Vec<Option<Candidate>> = Vec::new();
     for i in 0..5 {
-        let session = session(&hosts).await;
-        let election = LeaderElection::new(&session, &root, format!("c{i}")).unwrap();
-        candidates.push(Some(election.join().await.unwrap()));
+        let session = session(&hosts, SESSION_TIMEOUT).await;
+        candidates.push(Some(join_election(&session, &root, format!("c{i}")).await));
         sessions.push(session);
     }
     let candidates = Arc::new(tokio::sync::RwLock::new(candidates));
@@ -103,7 +46,7 @@ async fn one_leader_at_a_time_and_resign_passes_in_queue_order() {
     for expected in 0..5 {
         let leader = {
             let guard = candidates.read().await;
-            await_one_leader(&guard, SESSION_TIMEOUT).await
+            await_one_leader(&guard, SESSION_TIMEOUT).await.0
         };
         assert_eq!(leader, expected, "leadership out of queue order");
         let observer = LeaderElection::new(&sessions[4], &root, "observer").unwrap();
@@ -118,7 +61,7 @@ async fn one_leader_at_a_time_and_resign_passes_in_queue_order() {
         resigning.resign().await.unwrap();
         if expected < 4 {
             let guard = candidates.read().await;
-            let next = await_one_leader(&guard, SESSION_TIMEOUT).await;
+            let next = await_one_leader(&guard, SESSION_TIMEOUT).await.0;
             let next_term = guard[next]
                 .as_ref()
                 .unwrap()
@@ -132,7 +75,7 @@ async fn one_leader_at_a_time_and_resign_passes_in_queue_order() {
     stop.store(true, Ordering::SeqCst);
     let samples = sampler.await.unwrap();
     assert!(samples > 10, "the sampler barely ran ({samples} samples)");
-    await_empty(&client(&sessions[0]), &root).await;
+    await_empty(&live_client(&sessions[0]), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -140,19 +83,11 @@ async fn cut_off_leader_steps_down_before_the_next_one_leads() {
     let ensemble = Ensemble::start(1).await;
     let root = unique_root("cutoff");
     let proxy = ensemble.proxy(0).await;
-    let cut_session = session(&proxy.address()).await;
-    let other_session = session(&ensemble.connect_string()).await;
-    let cut = LeaderElection::new(&cut_session, &root, "cut")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let cut_session = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let other_session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let cut = join_election(&cut_session, &root, "cut").await;
     let old = cut.leadership().await.unwrap();
-    let next = LeaderElection::new(&other_session, &root, "next")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let next = join_election(&other_session, &root, "next").await;
     assert_eq!(next.role(), Role::Follower);
 
     let mut old_roles = cut.roles();
@@ -161,9 +96,8 @@ async fn cut_off_leader_steps_down_before_the_next_one_leads() {
         Instant::now()
     });
     proxy.cut();
-    let new = tokio::time::timeout(PATIENCE, next.leadership())
+    let new = bounded("the next candidate leads", PATIENCE, next.leadership())
         .await
-        .expect("the next candidate never led")
         .unwrap();
     let led_at = Instant::now();
     let stepped_down_at = stepped_down.await.unwrap();
@@ -177,32 +111,26 @@ async fn cut_off_leader_steps_down_before_the_next_one_leads() {
     // Back on the network the old candidate has a new session and queues behind.
     proxy.restore();
     let observer = LeaderElection::new(&other_session, &root, "observer").unwrap();
-    let queue = await_children(
-        &client(&other_session),
+    let queue = await_queue(
+        &live_client(&other_session),
         &root,
         "the re-joined candidate",
-        |now| now.len() == 2 && now[0] == support::name(new.node()),
+        |now| now.len() == 2 && now[0] == name(new.node()),
     )
     .await;
-    let ids: Vec<String> = observer
-        .participants()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| p.id)
-        .collect();
+    let ids = participant_ids(&observer).await;
     assert_eq!(ids, ["next", "cut"], "queue {queue:?}");
     assert_eq!(cut.role(), Role::Follower);
     cut.resign().await.unwrap();
     next.resign().await.unwrap();
-    await_empty(&client(&other_session), &root).await;
+    await_empty(&live_client(&other_session), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_requeues_after_the_work_and_dropping_it_resigns() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("run");
-    let s = session(&ensemble.connect_string()).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
     let election = LeaderElection::new(&s, &root, "runner").unwrap();
     let (terms_tx, mut terms) = tokio::sync::mpsc::unbounded_channel();
     let running = {
@@ -220,10 +148,7 @@ async fn run_requeues_after_the_work_and_dropping_it_resigns() {
     };
     let mut seen = Vec::new();
     for _ in 0..3 {
-        let term = tokio::time::timeout(PATIENCE, terms.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        let term = bounded("a new term", PATIENCE, terms.recv()).await.unwrap();
         seen.push(term);
     }
     assert!(
@@ -254,7 +179,7 @@ async fn run_requeues_after_the_work_and_dropping_it_resigns() {
     assert_eq!(election.leader().await.unwrap().unwrap().id, "runner");
     blocking.abort();
     let _ = blocking.await;
-    await_empty(&client(&s), &root).await;
+    await_empty(&live_client(&s), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -262,16 +187,15 @@ async fn observers_see_participants_in_queue_order() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("observe");
     let hosts = ensemble.connect_string();
-    let watcher = session(&hosts).await;
+    let watcher = session(&hosts, SESSION_TIMEOUT).await;
     let observer = LeaderElection::new(&watcher, &root, "never-joins").unwrap();
     assert_eq!(observer.leader().await.unwrap(), None);
     assert!(observer.participants().await.unwrap().is_empty());
 
-    let s = session(&hosts).await;
+    let s = session(&hosts, SESSION_TIMEOUT).await;
     let mut candidates = Vec::new();
     for id in ["alpha", "beta", "gamma"] {
-        let election = LeaderElection::new(&s, &root, id).unwrap();
-        candidates.push(election.join().await.unwrap());
+        candidates.push(join_election(&s, &root, id).await);
     }
     let participants = observer.participants().await.unwrap();
     let ids: Vec<&str> = participants.iter().map(|p| p.id.as_str()).collect();
@@ -288,13 +212,13 @@ async fn observers_see_participants_in_queue_order() {
         candidate.resign().await.unwrap();
     }
     assert_eq!(observer.leader().await.unwrap(), None);
-    await_empty(&client(&watcher), &root).await;
+    await_empty(&live_client(&watcher), &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_input_is_refused_before_anything_is_created() {
     let ensemble = Ensemble::shared(1).await;
-    let s = session(&ensemble.connect_string()).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
     let root = unique_root("bad");
     match LeaderElection::new(&s, &root, "") {
         Err(Error::InvalidArgument(_)) => {}
@@ -307,7 +231,7 @@ async fn bad_input_is_refused_before_anything_is_created() {
         }
     }
     assert_eq!(
-        client(&s).check_stat(&root).await.unwrap(),
+        live_client(&s).check_stat(&root).await.unwrap(),
         None,
         "nothing may be created"
     );
@@ -317,21 +241,13 @@ async fn bad_input_is_refused_before_anything_is_created() {
 async fn dropping_a_candidate_leaves_the_queue() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("drop");
-    let s = session(&ensemble.connect_string()).await;
-    let first = LeaderElection::new(&s, &root, "first")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
-    let second = LeaderElection::new(&s, &root, "second")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let first = join_election(&s, &root, "first").await;
+    let second = join_election(&s, &root, "second").await;
     first.leadership().await.unwrap();
     drop(first);
-    let led = tokio::time::timeout(PATIENCE, second.leadership()).await;
-    assert!(led.expect("second never led").is_ok());
+    let led = bounded("second leads", PATIENCE, second.leadership()).await;
+    assert!(led.is_ok());
     drop(second);
-    await_empty(&client(&s), &root).await;
+    await_empty(&live_client(&s), &root).await;
 }

@@ -1,6 +1,7 @@
 //! Fault tolerance against real 3-server ensembles: a killed leader server, a paused
 //! server, a client cut off until its session expires, a connection cut right after a
-//! create, a lost quorum, and an election under the same faults.
+//! create, a lost quorum, an election under the same faults, and `lock()` riding out a
+//! dead connection and an expiry.
 //!
 //! Every critical section (and every leadership) is recorded in a [`History`] with instants
 //! of one process clock; the checker asserts that trusted sections never overlap, that a
@@ -8,68 +9,59 @@
 //! entered, and that fencing tokens (terms) grow in order of entry.
 //!
 //! Each scenario runs on its own ensemble. The scenarios run one at a time (see
-//! [`serial`]): three JVMs per scenario are all a 2-core machine can carry reliably.
+//! [`own_ensemble`]): three JVMs per scenario are all a 2-core machine can carry reliably.
 
-mod support;
-
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::history::{critical_section, History, Section};
-use support::{await_count, await_empty, name, observe, unique_root, Ensemble};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zk_recipes::{
-    Candidate, Error, LeaderElection, Leadership, Mutex, Role, Session, SessionEvent,
+use zk_harness::history::{critical_section, History, Section};
+use zk_harness::{
+    await_children, await_count, await_empty, await_events, await_one_leader, await_watch, bounded,
+    join_election, leaders, name, observe, observer, record_events, session, unique_root,
+    unless_stopped, Ensemble, PATIENCE, WORK,
 };
-use zookeeper_client::{Client, SessionState};
+use zk_recipes::{Candidate, Error, Leadership, Mutex, MutexGuard, Role, Session, SessionEvent};
+use zookeeper_client::SessionState;
 
-/// Upper bound for anything a test waits on; reaching it fails the test.
-const PATIENCE: Duration = Duration::from_secs(30);
 /// Slack allowed past a caller's own bound on a noisy 2-core machine.
 const SLACK: Duration = Duration::from_secs(2);
-/// How long a contender holds the lock: simulated work, not synchronisation.
-const WORK: Duration = Duration::from_millis(2);
 
-/// Runs the scenarios one after another, whatever `--test-threads` says.
-async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
-    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    SERIAL.lock().await
+/// A scenario's own 3-server ensemble, started once the scenario before it is done: the
+/// scenarios run one after another, whatever `--test-threads` says. Dropping it kills its
+/// servers, then lets the next scenario start.
+struct OwnEnsemble {
+    ensemble: Ensemble,
+    /// When the scenario's turn came, before its servers started.
+    started: Instant,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
-async fn session_on(hosts: &str, timeout: Duration) -> Session {
-    Session::builder()
-        .session_timeout(timeout)
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("connect {hosts}: {err}"))
-}
+impl std::ops::Deref for OwnEnsemble {
+    type Target = Ensemble;
 
-/// A plain client with a long session, to look at the servers across faults.
-async fn observer(hosts: &str) -> Client {
-    Client::connector()
-        .with_session_timeout(Duration::from_secs(30))
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("observer connect {hosts}: {err}"))
-}
-
-/// Waits until `root` holds exactly the nodes named `expected`.
-async fn await_children(client: &Client, root: &str, expected: &[&str]) {
-    let expected: BTreeSet<String> = expected.iter().map(|s| s.to_string()).collect();
-    support::await_children(client, root, &format!("{expected:?}"), |now| {
-        now.iter().cloned().collect::<BTreeSet<_>>() == expected
-    })
-    .await;
-}
-
-/// Fails the test if `work` takes longer than `within`.
-async fn bounded<T>(what: &str, within: Duration, work: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(within, work).await {
-        Ok(done) => done,
-        Err(_) => panic!("{what}: not within {within:?}"),
+    fn deref(&self) -> &Ensemble {
+        &self.ensemble
     }
+}
+
+/// Waits for this scenario's turn, then starts its own ensemble.
+async fn own_ensemble() -> OwnEnsemble {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let turn = TURN.lock().await;
+    let started = Instant::now();
+    OwnEnsemble {
+        ensemble: Ensemble::start(3).await,
+        started,
+        _turn: turn,
+    }
+}
+
+/// A server that does not lead the ensemble (when asked).
+async fn a_follower(ensemble: &Ensemble) -> usize {
+    let leader = ensemble.leader().await.expect("a leader server");
+    (leader + 1) % 3
 }
 
 /// What one contender saw.
@@ -111,9 +103,8 @@ fn spawn_contender(
     tokio::spawn(async move {
         let mut tally = Tally::default();
         loop {
-            let acquired = tokio::select! {
-                acquired = mutex.lock() => acquired,
-                _ = stop.wait_for(|&stop| stop) => break,
+            let Some(acquired) = unless_stopped(&mut stop, mutex.lock()).await else {
+                break;
             };
             let guard = match acquired {
                 Ok(guard) => guard,
@@ -154,6 +145,49 @@ async fn stop_contenders(stop: &watch::Sender<bool>, tasks: Vec<JoinHandle<Tally
     tallies
 }
 
+/// `per_session` looping contenders (see [`spawn_contender`]) on each of `sessions` new
+/// sessions on `hosts`, named `s<session>c<contender>`; returns the sessions and the tasks.
+async fn spawn_contenders(
+    hosts: &str,
+    timeout: Duration,
+    sessions: usize,
+    per_session: usize,
+    root: &str,
+    history: &History,
+    stop: &watch::Receiver<bool>,
+) -> (Vec<Session>, Vec<JoinHandle<Tally>>) {
+    let mut opened = Vec::new();
+    let mut tasks = Vec::new();
+    for s in 0..sessions {
+        let session = session(hosts, timeout).await;
+        for c in 0..per_session {
+            tasks.push(spawn_contender(
+                format!("s{s}c{c}"),
+                session.clone(),
+                root,
+                history.clone(),
+                stop.clone(),
+            ));
+        }
+        opened.push(session);
+    }
+    (opened, tasks)
+}
+
+/// Holds `guard` in a critical section recorded as `who` until the lock is lost; the task
+/// returns the guard and the section.
+fn spawn_holder(
+    who: &'static str,
+    guard: MutexGuard,
+    history: &History,
+) -> JoinHandle<(MutexGuard, Section)> {
+    let history = history.clone();
+    tokio::spawn(async move {
+        let section = critical_section(&history, who, &guard, None).await;
+        (guard, section)
+    })
+}
+
 fn summary(tallies: &[Tally]) -> (usize, usize, Vec<String>, Vec<String>) {
     let sections = tallies.iter().map(|t| t.sections).sum();
     let untrusted = tallies.iter().map(|t| t.untrusted).sum();
@@ -165,74 +199,18 @@ fn summary(tallies: &[Tally]) -> (usize, usize, Vec<String>, Vec<String>) {
     (sections, untrusted, lock_errors, release_errors)
 }
 
-/// Records every event of `session` with its instant, as soon as it is published.
-fn record_events(session: &Session) -> watch::Receiver<Vec<(Instant, SessionEvent)>> {
-    let mut events = session.events();
-    let (log, seen) = watch::channel(Vec::new());
-    tokio::spawn(async move {
-        while events.changed().await.is_ok() {
-            let event = *events.borrow_and_update();
-            log.send_modify(|all| all.push((Instant::now(), event)));
-            if event == SessionEvent::Closed {
-                return;
-            }
-        }
-    });
-    seen
-}
-
-/// Waits until the recorded events contain `wanted` in this order (others may lie between).
-async fn await_events(
-    log: &mut watch::Receiver<Vec<(Instant, SessionEvent)>>,
-    wanted: &[SessionEvent],
-    within: Duration,
-) -> Vec<Instant> {
-    let find = |all: &[(Instant, SessionEvent)]| {
-        let mut at = Vec::new();
-        let mut rest = all.iter();
-        for want in wanted {
-            at.push(rest.by_ref().find(|(_, e)| e == want)?.0);
-        }
-        Some(at)
-    };
-    let waited = tokio::time::timeout(within, log.wait_for(|all| find(all).is_some()))
-        .await
-        .map(|seen| seen.map(|all| find(&all)));
-    match waited {
-        Ok(Ok(Some(at))) => at,
-        _ => panic!(
-            "events {wanted:?} not seen within {within:?}; saw {:?}",
-            log.borrow().iter().map(|(_, e)| *e).collect::<Vec<_>>()
-        ),
-    }
-}
-
 // ----- 1. the leader server is killed -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_leader_server_keeps_exclusion_and_progress() {
-    let _serial = serial().await;
-    let started = Instant::now();
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("kill-leader");
     let history = History::new();
     let (stop, stopped) = watch::channel(false);
-    let mut sessions = Vec::new();
-    let mut tasks = Vec::new();
-    for s in 0..4 {
-        let session = session_on(&hosts, Duration::from_secs(4)).await;
-        for c in 0..2 {
-            tasks.push(spawn_contender(
-                format!("s{s}c{c}"),
-                session.clone(),
-                &root,
-                history.clone(),
-                stopped.clone(),
-            ));
-        }
-        sessions.push(session);
-    }
+    let timeout = Duration::from_secs(4);
+    let (_sessions, tasks) =
+        spawn_contenders(&hosts, timeout, 4, 2, &root, &history, &stopped).await;
     history.await_entries(20, PATIENCE).await;
 
     let leader = ensemble.leader().await.expect("a leader server");
@@ -268,7 +246,7 @@ async fn killed_leader_server_keeps_exclusion_and_progress() {
          {progress_after:?} after election; election took {:?}), {untrusted} lost at exit, \
          release errors {release_errors:?}; {:?} in all",
         elected_at - killed_at,
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -276,12 +254,9 @@ async fn killed_leader_server_keeps_exclusion_and_progress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn paused_server_holder_is_told_before_the_next_enters() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(2);
-    let ensemble = Ensemble::start(3).await;
-    let leader = ensemble.leader().await.expect("a leader server");
-    let paused = (leader + 1) % 3;
+    let ensemble = own_ensemble().await;
+    let paused = a_follower(&ensemble).await;
     let others = (0..3)
         .filter(|&i| i != paused)
         .map(|i| ensemble.address(i))
@@ -292,34 +267,14 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
     let history = History::new();
 
     // The holder talks to the server that will be paused, and only to it.
-    let holder_session = session_on(&ensemble.address(paused), TIMEOUT).await;
+    let holder_session = session(&ensemble.address(paused), TIMEOUT).await;
     let mut holder_events = record_events(&holder_session);
     let holder_mutex = Mutex::new(&holder_session, &root).unwrap();
-    let guard = holder_mutex.lock().await.unwrap();
-    let holder = {
-        let history = history.clone();
-        tokio::spawn(async move {
-            let section = critical_section(&history, "holder", &guard, None).await;
-            (guard, section)
-        })
-    };
+    let holder = spawn_holder("holder", holder_mutex.lock().await.unwrap(), &history);
 
     let (stop, stopped) = watch::channel(false);
-    let mut tasks = Vec::new();
-    let mut sessions = Vec::new();
-    for s in 0..2 {
-        let session = session_on(&others, TIMEOUT).await;
-        for c in 0..2 {
-            tasks.push(spawn_contender(
-                format!("s{s}c{c}"),
-                session.clone(),
-                &root,
-                history.clone(),
-                stopped.clone(),
-            ));
-        }
-        sessions.push(session);
-    }
+    let (_sessions, tasks) =
+        spawn_contenders(&others, TIMEOUT, 2, 2, &root, &history, &stopped).await;
     await_count(&observer, &root, 5).await;
     assert_eq!(history.entries(), 1, "a contender entered past the holder");
 
@@ -374,7 +329,7 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
          {} sections ({sections} by the others, {untrusted} lost at exit); {:?} in all",
         told - paused_at,
         all.len(),
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -382,30 +337,21 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(2);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("cut");
     let observer = observer(&hosts).await;
     let history = History::new();
     let proxy = ensemble.proxy(0).await;
 
-    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let cut_session = session(&proxy.address(), TIMEOUT).await;
     let old_session_id = cut_session.client().unwrap().session_id();
     let mut cut_events = record_events(&cut_session);
     let cut_mutex = Mutex::new(&cut_session, &root).unwrap();
-    let guard = cut_mutex.lock().await.unwrap();
-    let holder = {
-        let history = history.clone();
-        tokio::spawn(async move {
-            let section = critical_section(&history, "cut", &guard, None).await;
-            (guard, section)
-        })
-    };
+    let holder = spawn_holder("cut", cut_mutex.lock().await.unwrap(), &history);
 
-    let other_session = session_on(&hosts, TIMEOUT).await;
+    let other_session = session(&hosts, TIMEOUT).await;
     let other = {
         let mutex = Mutex::new(&other_session, &root).unwrap();
         let history = history.clone();
@@ -491,43 +437,48 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
     eprintln!(
         "cut: told {:?} after the cut, other entered {handed_over:?} after it; {:?} in all",
         told - cut_at,
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
 // ----- 4. the connection is cut right after a create -----
 
 /// Cuts the proxy, waits until the client noticed, restores, waits until reconnected.
-async fn blip(proxy: &support::Proxy, events: &mut watch::Receiver<SessionEvent>) {
+async fn blip(proxy: &zk_harness::Proxy, events: &mut watch::Receiver<SessionEvent>) {
     events.borrow_and_update();
     proxy.cut();
-    bounded(
-        "client notices the cut",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
-    )
-    .await
-    .unwrap();
+    await_watch("client notices the cut", events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
     proxy.restore();
-    bounded(
-        "client reconnects",
-        PATIENCE,
-        events.wait_for(|e| matches!(e, SessionEvent::Reconnected | SessionEvent::Connected)),
-    )
-    .await
-    .unwrap();
+    await_watch("client reconnects", events, |e| {
+        matches!(e, SessionEvent::Reconnected | SessionEvent::Connected)
+    })
+    .await;
+}
+
+/// Cuts the proxy until the client declares its session expired, restores it, and waits
+/// until the client has a new session.
+async fn expire_through(proxy: &zk_harness::Proxy, events: &mut watch::Receiver<SessionEvent>) {
+    events.borrow_and_update();
+    proxy.cut();
+    await_watch("client declares expiry", events, |e| {
+        *e == SessionEvent::Expired
+    })
+    .await;
+    proxy.restore();
+    await_watch("a new session", events, |e| *e == SessionEvent::Connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cut_during_a_create_leaves_no_node_behind() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(2);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("cut-create");
     let observer = observer(&hosts).await;
-    let holder_session = session_on(&hosts, TIMEOUT).await;
+    let holder_session = session(&hosts, TIMEOUT).await;
     let holder = Mutex::new(&holder_session, &root)
         .unwrap()
         .lock()
@@ -535,7 +486,7 @@ async fn cut_during_a_create_leaves_no_node_behind() {
         .unwrap();
     let holder_name = name(holder.node()).to_owned();
     let proxy = ensemble.proxy(1).await;
-    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let cut_session = session(&proxy.address(), TIMEOUT).await;
     let mut events = cut_session.events();
     let delays_us = [0u64, 100, 300, 600, 1000, 2000, 4000, 8000];
     let mut outcomes = Vec::new();
@@ -584,23 +535,7 @@ async fn cut_during_a_create_leaves_no_node_behind() {
         let mutex = Mutex::new(&cut_session, &root).unwrap();
         let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| g.node().to_owned()) });
         tokio::time::sleep(Duration::from_micros(delay)).await;
-        events.borrow_and_update();
-        proxy.cut();
-        bounded(
-            "client declares expiry",
-            PATIENCE,
-            events.wait_for(|e| *e == SessionEvent::Expired),
-        )
-        .await
-        .unwrap();
-        proxy.restore();
-        bounded(
-            "a new session",
-            PATIENCE,
-            events.wait_for(|e| *e == SessionEvent::Connected),
-        )
-        .await
-        .unwrap();
+        expire_through(&proxy, &mut events).await;
         attempt.abort();
         match attempt.await {
             Err(err) if err.is_cancelled() => {
@@ -616,34 +551,30 @@ async fn cut_during_a_create_leaves_no_node_behind() {
     assert!(!holder.is_lost());
     holder.release().await.unwrap();
     await_empty(&observer, &root).await;
-    eprintln!("cut-create: {outcomes:?}; {:?} in all", started.elapsed());
+    eprintln!(
+        "cut-create: {outcomes:?}; {:?} in all",
+        ensemble.started.elapsed()
+    );
 }
 
 // ----- 5. the quorum is lost -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(2);
     const BOUND: Duration = Duration::from_millis(1500);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let lock_root = unique_root("quorum-lock");
     let election_root = unique_root("quorum-election");
-    let session = session_on(&hosts, TIMEOUT).await;
+    let session = session(&hosts, TIMEOUT).await;
     let mut events = session.events();
     let mutex = Mutex::new(&session, &lock_root).unwrap();
-    let election = LeaderElection::new(&session, &election_root, "a").unwrap();
-    let leader = election.join().await.unwrap();
+    let leader = join_election(&session, &election_root, "a").await;
     bounded("the candidate leads", PATIENCE, leader.leadership())
         .await
         .unwrap();
-    let follower = LeaderElection::new(&session, &election_root, "b")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let follower = join_election(&session, &election_root, "b").await;
     // Prove the lock works before the fault.
     mutex.lock().await.unwrap().release().await.unwrap();
 
@@ -653,21 +584,15 @@ async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
     for &i in &stopped {
         ensemble.stop(i);
     }
-    bounded(
-        "the session is suspended",
-        PATIENCE,
-        events.wait_for(|e| *e != SessionEvent::Connected && *e != SessionEvent::Reconnected),
-    )
-    .await
-    .unwrap();
+    await_watch("the session is suspended", &mut events, |e| {
+        *e != SessionEvent::Connected && *e != SessionEvent::Reconnected
+    })
+    .await;
     let mut roles = leader.roles();
-    bounded(
-        "the leader steps down",
-        PATIENCE,
-        roles.wait_for(|r| *r == Role::Follower),
-    )
-    .await
-    .unwrap();
+    await_watch("the leader steps down", &mut roles, |r| {
+        *r == Role::Follower
+    })
+    .await;
 
     let mut report = Vec::new();
     let at = Instant::now();
@@ -735,7 +660,7 @@ async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
     eprintln!(
         "quorum: {report:?}; locked {relocked:?} and led {releaded:?} after the quorum was back; \
          {:?} in all",
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
@@ -751,19 +676,15 @@ fn follow_terms(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let leadership: Leadership = tokio::select! {
-                led = candidate.leadership() => match led {
-                    Ok(leadership) => leadership,
-                    Err(err) => panic!("{who}: campaign ended: {err}"),
-                },
-                _ = stop.wait_for(|&s| s) => return,
+            let Some(led) = unless_stopped(&mut stop, candidate.leadership()).await else {
+                return;
             };
+            let leadership: Leadership =
+                led.unwrap_or_else(|err| panic!("{who}: campaign ended: {err}"));
             let start = Instant::now();
             history.entered();
-            let (end, told) = tokio::select! {
-                _ = leadership.lost() => (Instant::now(), true),
-                _ = stop.wait_for(|&s| s) => (Instant::now(), false),
-            };
+            let told = unless_stopped(&mut stop, leadership.lost()).await.is_some();
+            let end = Instant::now();
             history.record(Section {
                 who: who.to_owned(),
                 token: leadership.term(),
@@ -780,55 +701,10 @@ fn follow_terms(
     })
 }
 
-/// The candidates that report Leader.
-fn leaders(candidates: &[Arc<Candidate>]) -> Vec<usize> {
-    (0..candidates.len())
-        .filter(|&i| candidates[i].role() == Role::Leader)
-        .collect()
-}
-
-/// Waits until one candidate reports Leader; returns it and when.
-async fn await_a_leader(candidates: &[Arc<Candidate>], within: Duration) -> (usize, Instant) {
-    let mut roles: Vec<_> = candidates.iter().map(|c| c.roles()).collect();
-    let wait = async {
-        loop {
-            let now = leaders(candidates);
-            assert!(now.len() <= 1, "two candidates report Leader: {now:?}");
-            if let [one] = now[..] {
-                return (one, Instant::now());
-            }
-            let changes = roles.iter_mut().map(|r| Box::pin(r.changed()));
-            let (changed, _, _) = select_all(changes).await;
-            changed.expect("a candidate's campaign ended");
-        }
-    };
-    bounded("a leader", within, wait).await
-}
-
-/// Resolves with the first of `futures` to resolve, as `(output, index, rest)`.
-async fn select_all<F: std::future::Future + Unpin>(
-    futures: impl Iterator<Item = F>,
-) -> (F::Output, usize, Vec<F>) {
-    let mut futures: Vec<F> = futures.collect();
-    let (output, index) = std::future::poll_fn(|cx| {
-        for (i, f) in futures.iter_mut().enumerate() {
-            if let std::task::Poll::Ready(out) = std::pin::Pin::new(f).poll(cx) {
-                return std::task::Poll::Ready((out, i));
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await;
-    futures.remove(index);
-    (output, index, futures)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn election_keeps_one_leader_through_faults() {
-    let _serial = serial().await;
-    let started = Instant::now();
     const TIMEOUT: Duration = Duration::from_secs(3);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
     let root = unique_root("election-faults");
     let observer = observer(&hosts).await;
@@ -837,17 +713,15 @@ async fn election_keeps_one_leader_through_faults() {
     // leader server later does not strand it.
     let proxy = ensemble.proxy((server_leader + 1) % 3).await;
     let sessions = [
-        session_on(&proxy.address(), TIMEOUT).await,
-        session_on(&hosts, TIMEOUT).await,
-        session_on(&hosts, TIMEOUT).await,
+        session(&proxy.address(), TIMEOUT).await,
+        session(&hosts, TIMEOUT).await,
+        session(&hosts, TIMEOUT).await,
     ];
     let mut cut_events = record_events(&sessions[0]);
     let ids = ["c0", "c1", "c2"];
     let mut candidates = Vec::new();
     for (session, id) in sessions.iter().zip(ids) {
-        let election = LeaderElection::new(session, &root, id).unwrap();
-        let candidate = Arc::new(election.join().await.unwrap());
-        candidates.push(candidate);
+        candidates.push(Arc::new(join_election(session, &root, id).await));
     }
     bounded("c0 leads", PATIENCE, candidates[0].leadership())
         .await
@@ -864,15 +738,12 @@ async fn election_keeps_one_leader_through_faults() {
     let mut cut_roles = candidates[0].roles();
     let cut_at = Instant::now();
     proxy.cut();
-    bounded(
-        "the cut-off leader steps down",
-        PATIENCE,
-        cut_roles.wait_for(|r| *r == Role::Follower),
-    )
-    .await
-    .unwrap();
+    await_watch("the cut-off leader steps down", &mut cut_roles, |r| {
+        *r == Role::Follower
+    })
+    .await;
     let stepped_down = cut_at.elapsed();
-    let (next, led_at) = await_a_leader(&candidates, PATIENCE).await;
+    let (next, led_at) = await_one_leader(&candidates, PATIENCE).await;
     let cut_gap = led_at - cut_at;
     assert_ne!(next, 0, "the cut-off candidate still reports Leader");
     assert!(
@@ -894,16 +765,15 @@ async fn election_keeps_one_leader_through_faults() {
     // Fault 2: the leader server is killed.
     let mut leader_roles = candidates[next].roles();
     ensemble.kill(server_leader);
-    bounded(
+    await_watch(
         "the leader candidate steps down when its server goes",
-        PATIENCE,
-        leader_roles.wait_for(|r| *r == Role::Follower),
+        &mut leader_roles,
+        |r| *r == Role::Follower,
     )
-    .await
-    .unwrap();
+    .await;
     ensemble.wait_for_leader(PATIENCE).await;
     let elected_at = Instant::now();
-    let (again, led_again_at) = await_a_leader(&candidates, 2 * TIMEOUT + SLACK).await;
+    let (again, led_again_at) = await_one_leader(&candidates, 2 * TIMEOUT + SLACK).await;
     let kill_gap = led_again_at - elected_at;
     assert!(
         kill_gap <= 2 * TIMEOUT,
@@ -935,147 +805,142 @@ async fn election_keeps_one_leader_through_faults() {
             .iter()
             .map(|t| (t.who.as_str(), t.token))
             .collect::<Vec<_>>(),
-        started.elapsed()
+        ensemble.started.elapsed()
     );
 }
 
-// ----- 7. lock() rides out connection faults (its documented contract) -----
+// ----- 7. lock() rides out connection faults and expiry (its documented contract) -----
 
+/// A `lock()` in a task of its own, which returns the mutex with the guard.
+type Attempt = JoinHandle<zk_recipes::Result<(Mutex, MutexGuard)>>;
+
+fn spawn_lock(mutex: Mutex) -> Attempt {
+    tokio::spawn(async move { mutex.lock().await.map(|guard| (mutex, guard)) })
+}
+
+/// Awaits an attempt that must acquire and returns its mutex and guard; fails the test,
+/// naming `what`, if it panicked, returned an error, or took longer than [`PATIENCE`].
+async fn acquires(what: &str, attempt: Attempt) -> (Mutex, MutexGuard) {
+    bounded(what, PATIENCE, attempt)
+        .await
+        .expect("lock() panicked")
+        .unwrap_or_else(|err| panic!("{what}: {err:?}"))
+}
+
+/// (a) The create is in flight on a connection that dies without an answer (its server is
+/// paused until the client gives up on the connection); the session survives, and lock()
+/// acquires once the server is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn lock_rides_out_a_dead_connection_and_an_expiry() {
-    let _serial = serial().await;
-    let started = Instant::now();
+async fn lock_rides_out_a_connection_that_dies_with_the_create_in_flight() {
     const TIMEOUT: Duration = Duration::from_secs(4);
-    let ensemble = Ensemble::start(3).await;
+    let ensemble = own_ensemble().await;
     let hosts = ensemble.connect_string();
-    let root = unique_root("ride-out");
+    let root = unique_root("ride-out-in-flight");
     let observer = observer(&hosts).await;
-    let server_leader = ensemble.leader().await.expect("a leader server");
-    let paused = (server_leader + 1) % 3;
+    let paused = a_follower(&ensemble).await;
 
-    // (a) The create is in flight on a connection that dies without an answer (its server
-    // is paused until the client gives up on the connection); the session survives.
-    let session = session_on(&ensemble.address(paused), TIMEOUT).await;
-    let mut events = session.events();
+    let paused_session = session(&ensemble.address(paused), TIMEOUT).await;
+    let mut events = paused_session.events();
     events.borrow_and_update();
-    let mutex = Mutex::new(&session, &root).unwrap();
+    let mutex = Mutex::new(&paused_session, &root).unwrap();
     mutex.lock().await.unwrap().release().await.unwrap();
     ensemble.pause(paused);
-    let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
-    bounded(
+    let attempt = spawn_lock(mutex);
+    await_watch(
         "the client gives up on the paused server",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
+        &mut events,
+        |e| *e == SessionEvent::Suspended,
     )
-    .await
-    .unwrap();
+    .await;
     ensemble.resume(paused);
-    let locked = bounded("lock() after the server is back", PATIENCE, attempt)
-        .await
-        .unwrap();
-    let outcome_a = match &locked {
-        Ok((_, guard)) => format!("acquired {}", guard.node()),
-        Err(err) => format!("{err:?}"),
-    };
-    if let Ok((_, guard)) = locked {
-        guard.release().await.ok();
-    }
+    let what = "lock() whose create was in flight on a connection that died, once it is back";
+    let (_mutex, guard) = acquires(what, attempt).await;
+    let node = guard.node().to_owned();
+    guard.release().await.ok();
     await_empty(&observer, &root).await;
+    eprintln!(
+        "ride-out, create in flight: acquired {node}; {:?} in all",
+        ensemble.started.elapsed()
+    );
+}
 
-    // (b) A lock() waiting behind a holder when its session expires enters the queue again
-    // on the new session and acquires once the holder releases.
-    let holder_session = session_on(&hosts, TIMEOUT).await;
+/// (b) A lock() waiting behind a holder when its session expires enters the queue again
+/// on the new session and acquires once the holder releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lock_rides_out_an_expiry_while_it_waits() {
+    const TIMEOUT: Duration = Duration::from_secs(4);
+    let ensemble = own_ensemble().await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("ride-out-waiting");
+    let observer = observer(&hosts).await;
+    let follower = a_follower(&ensemble).await;
+
+    let holder_session = session(&hosts, TIMEOUT).await;
     let holder = Mutex::new(&holder_session, &root)
         .unwrap()
         .lock()
         .await
         .unwrap();
-    let proxy = ensemble.proxy(paused).await;
-    let cut_session = session_on(&proxy.address(), TIMEOUT).await;
+    let proxy = ensemble.proxy(follower).await;
+    let cut_session = session(&proxy.address(), TIMEOUT).await;
     let mut events = cut_session.events();
     let mutex = Mutex::new(&cut_session, &root).unwrap();
-    let waiter = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
+    let waiter = spawn_lock(mutex);
     await_count(&observer, &root, 2).await;
-    events.borrow_and_update();
-    proxy.cut();
-    bounded(
-        "client declares expiry",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Expired),
-    )
-    .await
-    .unwrap();
-    proxy.restore();
-    bounded(
-        "a new session",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Connected),
-    )
-    .await
-    .unwrap();
-    let outcome_b = if waiter.is_finished() {
-        holder.release().await.unwrap();
+    expire_through(&proxy, &mut events).await;
+    if waiter.is_finished() {
         match waiter.await.unwrap() {
-            Ok((_, guard)) => panic!("acquired a held lock: {}", guard.node()),
-            Err(err) => Some(format!("{err:?}")),
+            Ok((_, guard)) => panic!("lock() acquired a held lock: {}", guard.node()),
+            Err(err) => panic!("lock() gave up when its session expired while it waited: {err:?}"),
         }
-    } else {
-        await_count(&observer, &root, 2).await;
-        holder.release().await.unwrap();
-        let (_mutex, guard) = bounded("the waiter acquires", PATIENCE, waiter)
-            .await
-            .unwrap()
-            .expect("lock() after expiry");
-        guard.release().await.unwrap();
-        None
-    };
-    await_empty(&observer, &root).await;
-
-    // (c) A lock() called while cut off, whose session expires before the connection is
-    // back, waits for the new session and acquires.
-    let mutex = Mutex::new(&cut_session, &root).unwrap();
-    let mut events = cut_session.events();
-    events.borrow_and_update();
-    proxy.cut();
-    bounded(
-        "client notices the cut",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
-    )
-    .await
-    .unwrap();
-    let attempt = tokio::spawn(async move { mutex.lock().await.map(|g| (mutex, g)) });
-    bounded(
-        "client declares expiry",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Expired),
-    )
-    .await
-    .unwrap();
-    proxy.restore();
-    let outcome_c = match bounded("lock() after expiry", PATIENCE, attempt)
-        .await
-        .unwrap()
-    {
-        Ok((_, guard)) => {
-            let node = guard.node().to_owned();
-            guard.release().await.unwrap();
-            format!("acquired {node}")
-        }
-        Err(err) => format!("{err:?}"),
-    };
+    }
+    // Its node on the new session, behind the holder.
+    await_count(&observer, &root, 2).await;
+    holder.release().await.unwrap();
+    let (_mutex, guard) = acquires("lock() after expiry, once the holder released", waiter).await;
+    let node = guard.node().to_owned();
+    guard.release().await.unwrap();
     await_empty(&observer, &root).await;
     eprintln!(
-        "ride-out: (a) {outcome_a}; (b) {outcome_b:?}; (c) {outcome_c}; {:?} in all",
-        started.elapsed()
+        "ride-out, waiting at expiry: acquired {node}; {:?} in all",
+        ensemble.started.elapsed()
     );
-    assert!(
-        outcome_a.starts_with("acquired")
-            && outcome_b.is_none()
-            && outcome_c.starts_with("acquired"),
-        "lock() must wait as long as it takes across connection faults and expiry:\n  \
-         (a) create in flight on a connection that died: {outcome_a}\n  \
-         (b) waiting when the session expired: {outcome_b:?}\n  \
-         (c) called while cut off, session expired before the create was sent: {outcome_c}"
+}
+
+/// (c) A lock() called while cut off, whose session expires before the connection is back
+/// (so before its create could be sent), waits for the new session and acquires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lock_rides_out_an_expiry_before_its_create_is_sent() {
+    const TIMEOUT: Duration = Duration::from_secs(4);
+    let ensemble = own_ensemble().await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("ride-out-cut-off");
+    let observer = observer(&hosts).await;
+    let follower = a_follower(&ensemble).await;
+
+    let proxy = ensemble.proxy(follower).await;
+    let cut_session = session(&proxy.address(), TIMEOUT).await;
+    let mutex = Mutex::new(&cut_session, &root).unwrap();
+    let mut events = cut_session.events();
+    events.borrow_and_update();
+    proxy.cut();
+    await_watch("client notices the cut", &mut events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
+    let attempt = spawn_lock(mutex);
+    await_watch("client declares expiry", &mut events, |e| {
+        *e == SessionEvent::Expired
+    })
+    .await;
+    proxy.restore();
+    let what = "lock() called while cut off, after its session expired";
+    let (_mutex, guard) = acquires(what, attempt).await;
+    let node = guard.node().to_owned();
+    guard.release().await.unwrap();
+    await_empty(&observer, &root).await;
+    eprintln!(
+        "ride-out, called while cut off: acquired {node}; {:?} in all",
+        ensemble.started.elapsed()
     );
 }

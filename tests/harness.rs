@@ -1,11 +1,9 @@
 //! Tests of the test harness itself, against real ZooKeeper servers.
 
-mod support;
-
 use std::time::Duration;
 
-use support::{expire_session, unique_root, Ensemble};
-use zookeeper_client::{Acls, Client, CreateMode, SessionState, StateWatcher};
+use zk_harness::{expire_session, plain_client, unique_root, Ensemble};
+use zookeeper_client::{Acls, CreateMode, SessionState, StateWatcher};
 
 /// Waits until the watcher reports `want`; panics after `timeout`.
 async fn wait_state(watcher: &mut StateWatcher, want: SessionState, timeout: Duration) {
@@ -26,14 +24,6 @@ async fn wait_state(watcher: &mut StateWatcher, want: SessionState, timeout: Dur
     }
 }
 
-async fn connect(hosts: &str, session_timeout: Duration) -> Client {
-    Client::connector()
-        .with_session_timeout(session_timeout)
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|e| panic!("connect {hosts}: {e}"))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn standalone_answers_srvr() {
     let zk = Ensemble::shared(1).await;
@@ -45,7 +35,7 @@ async fn standalone_answers_srvr() {
     assert_eq!(zk.connect_string(), zk.address(0));
 
     // A client can use it, and the session timeout can be short.
-    let client = connect(&zk.connect_string(), Duration::from_millis(1500)).await;
+    let client = plain_client(&zk.connect_string(), Duration::from_millis(1500)).await;
     assert!(client.session_timeout() <= Duration::from_millis(1500));
     let root = unique_root("standalone");
     assert!(root.starts_with("/t-standalone-"));
@@ -86,7 +76,7 @@ async fn ensemble_elects_reelects_and_restarts() {
     // Data written through one server is visible through another.
     let root = unique_root("ensemble");
     let other = (leader + 1) % 3;
-    let writer = connect(&zk.address(leader), Duration::from_secs(4)).await;
+    let writer = plain_client(&zk.address(leader), Duration::from_secs(4)).await;
     writer
         .create(
             &root,
@@ -95,7 +85,7 @@ async fn ensemble_elects_reelects_and_restarts() {
         )
         .await
         .unwrap();
-    let reader = connect(&zk.address(other), Duration::from_secs(4)).await;
+    let reader = plain_client(&zk.address(other), Duration::from_secs(4)).await;
     reader.sync(&root).await.unwrap();
     assert_eq!(reader.get_data(&root).await.unwrap().0, b"v");
     drop(writer);
@@ -111,7 +101,7 @@ async fn ensemble_elects_reelects_and_restarts() {
     let srvr = zk.four_letter(leader, "srvr").await;
     assert!(srvr.contains("Mode: follower"), "restarted: {srvr}");
     assert_eq!(zk.leader().await, Some(new_leader));
-    let back = connect(&zk.address(leader), Duration::from_secs(4)).await;
+    let back = plain_client(&zk.address(leader), Duration::from_secs(4)).await;
     assert_eq!(back.get_data(&root).await.unwrap().0, b"v");
 
     // Stop (SIGTERM) a follower and start it again.
@@ -129,7 +119,7 @@ async fn ensemble_elects_reelects_and_restarts() {
 #[tokio::test(flavor = "multi_thread")]
 async fn pause_and_resume() {
     let zk = Ensemble::start(1).await;
-    let client = connect(&zk.connect_string(), Duration::from_millis(3000)).await;
+    let client = plain_client(&zk.connect_string(), Duration::from_millis(3000)).await;
     let mut state = client.state_watcher();
 
     zk.pause(0);
@@ -162,7 +152,7 @@ async fn pause_and_resume() {
 async fn proxy_cut_disconnects_and_restore_reconnects() {
     let zk = Ensemble::shared(1).await;
     let proxy = zk.proxy(0).await;
-    let client = connect(&proxy.address(), Duration::from_secs(4)).await;
+    let client = plain_client(&proxy.address(), Duration::from_secs(4)).await;
     let mut state = client.state_watcher();
     client.sync("/").await.unwrap();
 
@@ -190,7 +180,7 @@ async fn proxy_cut_disconnects_and_restore_reconnects() {
 #[tokio::test(flavor = "multi_thread")]
 async fn expire_session_expires_it() {
     let zk = Ensemble::shared(1).await;
-    let client = connect(&zk.connect_string(), Duration::from_secs(20)).await;
+    let client = plain_client(&zk.connect_string(), Duration::from_secs(20)).await;
     let mut state = client.state_watcher();
     let root = unique_root("expire");
     client
@@ -206,7 +196,7 @@ async fn expire_session_expires_it() {
     wait_state(&mut state, SessionState::Expired, Duration::from_secs(10)).await;
 
     // Its ephemeral node went with it.
-    let other = connect(&zk.connect_string(), Duration::from_secs(4)).await;
+    let other = plain_client(&zk.connect_string(), Duration::from_secs(4)).await;
     assert_eq!(other.check_stat(&root).await.unwrap(), None);
 }
 
@@ -214,7 +204,7 @@ async fn expire_session_expires_it() {
 async fn expire_session_in_ensemble() {
     let zk = Ensemble::shared(3).await;
     // Connected to one server; the twin may take the session over on another.
-    let client = connect(&zk.address(2), Duration::from_secs(20)).await;
+    let client = plain_client(&zk.address(2), Duration::from_secs(20)).await;
     let mut state = client.state_watcher();
     expire_session(&zk.connect_string(), client.session()).await;
     wait_state(&mut state, SessionState::Expired, Duration::from_secs(10)).await;
@@ -224,7 +214,7 @@ async fn expire_session_in_ensemble() {
 async fn watch_count_sees_a_data_watch() {
     // Its own server: other tests on a shared one would add watches of their own.
     let zk = Ensemble::start(1).await;
-    let client = connect(&zk.connect_string(), Duration::from_secs(4)).await;
+    let client = plain_client(&zk.connect_string(), Duration::from_secs(4)).await;
     let root = unique_root("watch");
     client
         .create(

@@ -9,18 +9,19 @@
 //! Overrides: `CURATOR_CLASSPATH` (jars for the Java peer), `INTEROP_JAVA`, `INTEROP_JAVAC`,
 //! `KAZOO_PYTHON` (a python3 that can `import kazoo`).
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use support::{await_count, await_empty, children, name, unique_root, Ensemble};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use zk_recipes::{Candidate, LeaderElection, Mutex, MutexGuard, Role, Session};
+use zk_harness::{
+    await_count, await_empty, bounded, children, name, observer, sequence, session, unique_root,
+    Ensemble,
+};
+use zk_recipes::{Candidate, LeaderElection, Mutex, MutexGuard, Role};
 use zookeeper_client::{Acls, Client, CreateMode};
 
 /// How long a peer may take to start (JVM start and connect) and to answer a command.
@@ -31,6 +32,8 @@ const HANDOFF: Duration = Duration::from_secs(10);
 const STILL_WAITING: Duration = Duration::from_millis(400);
 /// Acquisitions per contender in the exclusion tests.
 const ROUNDS: usize = 25;
+/// Session timeout of the Rust contenders' sessions (the builder's default).
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------------------
 // Peers
@@ -302,36 +305,15 @@ impl Peer {
 // ---------------------------------------------------------------------------------------
 // ZooKeeper helpers
 
-async fn observer(zk: &Ensemble) -> Client {
-    Client::connect(&zk.connect_string())
-        .await
-        .unwrap_or_else(|e| panic!("observer cannot connect: {e}"))
-}
-
-async fn session(zk: &Ensemble) -> Session {
-    Session::connect(&zk.connect_string())
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect a session: {e}"))
-}
-
-/// The sequence number at the end of a contender node's name.
-fn sequence(node: &str) -> i64 {
-    node.get(node.len().saturating_sub(10)..)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("{node:?} has no sequence suffix"))
-}
-
 /// Waits for a spawned `lock()`; fails if it takes longer than a hand-off should.
 async fn handed_off(
     waiter: tokio::task::JoinHandle<zk_recipes::Result<MutexGuard>>,
     what: &str,
 ) -> MutexGuard {
-    match tokio::time::timeout(HANDOFF, waiter).await {
-        Ok(joined) => joined
-            .expect("lock task panicked")
-            .unwrap_or_else(|e| panic!("{what}: lock() failed: {e}")),
-        Err(_) => panic!("{what}: not handed the lock within {HANDOFF:?}"),
-    }
+    bounded(&format!("{what}: handed the lock"), HANDOFF, waiter)
+        .await
+        .expect("lock task panicked")
+        .unwrap_or_else(|e| panic!("{what}: lock() failed: {e}"))
 }
 
 /// Shared state of an exclusion test: a counter znode (`<count> <last holder>`) that every
@@ -415,7 +397,10 @@ async fn rust_contenders(
     foreign: &'static str,
     per_session: usize,
 ) -> RustTally {
-    let sessions = [session(zk).await, session(zk).await];
+    let sessions = [
+        session(&zk.connect_string(), SESSION_TIMEOUT).await,
+        session(&zk.connect_string(), SESSION_TIMEOUT).await,
+    ];
     let tokens = Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
     let mut tasks = Vec::new();
     for (s, session) in sessions.iter().enumerate() {
@@ -459,11 +444,11 @@ async fn rust_contenders(
 
 /// Exclusion across languages: Rust contenders and the `peer`'s `stress` threads.
 async fn exclusion_with(zk: &Ensemble, mut peer: Peer, root: &str, foreign: &'static str) {
-    let client = observer(zk).await;
+    let client = observer(&zk.connect_string()).await;
     let section = Arc::new(Section::create(&client, root).await);
     // A Rust gate holds the lock until the peer's threads (each on its own session) queue
     // behind it, so both sides really interleave from the start.
-    let gate_session = session(zk).await;
+    let gate_session = session(&zk.connect_string(), SESSION_TIMEOUT).await;
     let gate = Mutex::new(&gate_session, root)
         .unwrap()
         .lock()
@@ -522,8 +507,11 @@ async fn hand_offs_with(
     peer_view: &str,
     expected_view: impl Fn(&[String]) -> String,
 ) {
-    let client = observer(zk).await;
-    let (one, two) = (session(zk).await, session(zk).await);
+    let client = observer(&zk.connect_string()).await;
+    let (one, two) = (
+        session(&zk.connect_string(), SESSION_TIMEOUT).await,
+        session(&zk.connect_string(), SESSION_TIMEOUT).await,
+    );
 
     // 1. The peer holds; a Rust waiter waits until it unlocks.
     let reply = peer.call("lock").await;
@@ -563,7 +551,8 @@ async fn hand_offs_with(
     );
     assert_eq!(peer.call("unlock").await, "unlocked");
     let guard = handed_off(waiter, "Rust waiter behind the peer").await;
-    assert!(sequence(guard.node()) > sequence(&peer_node));
+    let sequence_of = |node: &str| sequence(node).expect("a sequential node");
+    assert!(sequence_of(guard.node()) > sequence_of(&peer_node));
     assert!(
         guard.fencing_token() > u64::try_from(peer_czxid).unwrap(),
         "the fencing token must grow across languages"
@@ -697,7 +686,7 @@ async fn mutex_and_kazoo_hand_off_in_queue_order() {
 
 /// Who leads, asking every candidate itself: the Java latches through the peer, the Rust
 /// candidates through `role()`.
-async fn leaders(java: &mut Peer, java_ids: &[&str], rust: &[(&str, &Candidate)]) -> Vec<String> {
+async fn who_leads(java: &mut Peer, java_ids: &[&str], rust: &[(&str, &Candidate)]) -> Vec<String> {
     let mut leading = Vec::new();
     for id in java_ids {
         match java.call(&format!("is-leader {id}")).await.as_str() {
@@ -725,7 +714,7 @@ async fn settle_on(
 ) {
     let deadline = Instant::now() + HANDOFF;
     loop {
-        let leading = leaders(java, java_ids, rust).await;
+        let leading = who_leads(java, java_ids, rust).await;
         assert!(leading.len() <= 1, "two leaders at once: {leading:?}");
         if leading == [expected] {
             break;
@@ -738,7 +727,7 @@ async fn settle_on(
     }
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_millis(40)).await;
-        let leading = leaders(java, java_ids, rust).await;
+        let leading = who_leads(java, java_ids, rust).await;
         assert_eq!(
             leading,
             [expected],
@@ -760,9 +749,12 @@ async fn settle_on(
 async fn election_shares_path_with_curator_leader_latch() {
     let zk = Ensemble::shared(1).await;
     let root = unique_root("curator-election");
-    let client = observer(zk).await;
+    let client = observer(&zk.connect_string()).await;
     let mut java = Peer::curator(zk, &root).await;
-    let (one, two) = (session(zk).await, session(zk).await);
+    let (one, two) = (
+        session(&zk.connect_string(), SESSION_TIMEOUT).await,
+        session(&zk.connect_string(), SESSION_TIMEOUT).await,
+    );
     let r1_election = LeaderElection::new(&one, &root, "r1").unwrap();
     let r2_election = LeaderElection::new(&two, &root, "r2").unwrap();
     let czxid = |node: String| {
@@ -804,9 +796,8 @@ async fn election_shares_path_with_curator_leader_latch() {
     // The Java leader leaves: the next in queue, a Rust candidate, leads.
     let j1_term = czxid(format!("{root}/{}", queue[0])).await;
     assert_eq!(java.call("latch-close j1").await, "closed");
-    let leadership = tokio::time::timeout(HANDOFF, r1.leadership())
+    let leadership = bounded("r1 leads once j1 closed", HANDOFF, r1.leadership())
         .await
-        .expect("r1 should lead once j1 closed")
         .unwrap();
     assert!(leadership.term() > j1_term, "terms grow across languages");
     assert_eq!(name(leadership.node()), queue[1]);
@@ -832,9 +823,8 @@ async fn election_shares_path_with_curator_leader_latch() {
     assert_eq!(java.call("latch-join j3").await, "joined");
     await_count(&client, &root, 3).await;
     assert_eq!(java.call("latch-close j2").await, "closed");
-    let term = tokio::time::timeout(HANDOFF, r2.leadership())
+    let term = bounded("r2 leads once j2 closed", HANDOFF, r2.leadership())
         .await
-        .expect("r2 should lead once j2 closed")
         .unwrap()
         .term();
     settle_on("r2", &mut java, &["j3"], &rust, &r2_election).await;

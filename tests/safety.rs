@@ -6,63 +6,34 @@
 //! Every test works under its own root and ends by checking that nothing is left under it.
 //! A wait that the bug turns into a hang is bounded, so that it fails with a message.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::history::{History, Section};
-use support::{await_children, await_count, await_empty, children, name, unique_root, Ensemble};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use zk_harness::history::{History, Section};
+use zk_harness::{
+    await_count, await_empty, await_queue, await_watch, bounded, children, join_election,
+    live_client, name, observer, participant_ids, session, tolerant_session, unique_root,
+    unless_stopped, Ensemble, PATIENCE, WORK,
+};
 use zk_recipes::{
     Candidate, DistributedLock, Error, LeaderElection, Loss, Mutex, MutexGuard, Role, Session,
     SessionEvent,
 };
 use zookeeper_client::Client;
 
-/// Upper bound for anything a test waits on; reaching it fails the test.
-const PATIENCE: Duration = Duration::from_secs(30);
 /// Promptness required where the bug takes seconds or forever: generous on a loaded machine.
 const PROMPT: Duration = Duration::from_secs(1);
 /// How long a test lets a slow operation run to report what it finally did.
 const MEASURE: Duration = Duration::from_secs(10);
-/// How long a contender holds the lock: simulated work, not synchronisation.
-const WORK: Duration = Duration::from_millis(2);
-
-async fn session(hosts: &str) -> Session {
-    Session::builder()
-        .session_timeout(Duration::from_secs(10))
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("connect {hosts}: {err}"))
-}
-
-/// A plain client: an operator, a reaper, Curator's revoker, or an observer.
-async fn admin(hosts: &str) -> Client {
-    Client::connector()
-        .with_session_timeout(Duration::from_secs(30))
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("admin connect {hosts}: {err}"))
-}
+/// Session timeout of the contenders' sessions.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The ZooKeeper session id of `session`, as `wchp` prints it.
 fn session_id(session: &Session) -> String {
-    session
-        .client()
-        .expect("live session")
-        .session_id()
-        .to_string()
-}
-
-/// Fails the test if `work` takes longer than `within`.
-async fn bounded<T>(what: &str, within: Duration, work: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(within, work).await {
-        Ok(done) => done,
-        Err(_) => panic!("{what}: not within {within:?}"),
-    }
+    live_client(session).session_id().to_string()
 }
 
 /// The first characters of a debug print that may hold megabytes.
@@ -85,8 +56,8 @@ async fn a_shared_mutex_value_excludes_its_tasks() {
     const SECTIONS: usize = 20;
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("shared-value");
-    let s = session(&ensemble.connect_string()).await;
-    let observer = admin(&ensemble.connect_string()).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
     let mutex = Arc::new(Mutex::new(&s, &root).unwrap());
     let inside = Arc::new(AtomicUsize::new(0));
     let overlapped = Arc::new(AtomicUsize::new(0));
@@ -197,12 +168,12 @@ async fn a_waiter_whose_node_was_deleted_never_takes_the_lock() {
     let hosts = ensemble.connect_string();
     let root = unique_root("deleted-waiter");
     let (h, w, x) = (
-        session(&hosts).await,
-        session(&hosts).await,
-        session(&hosts).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
     );
     let (w_id, x_id) = (session_id(&w), session_id(&x));
-    let operator = admin(&hosts).await;
+    let operator = observer(&hosts).await;
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
         let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
@@ -307,24 +278,20 @@ async fn a_candidate_whose_node_was_deleted_never_leads() {
     let hosts = ensemble.connect_string();
     let root = unique_root("deleted-candidate");
     let (sa, sb, sc) = (
-        session(&hosts).await,
-        session(&hosts).await,
-        session(&hosts).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
     );
-    let operator = admin(&hosts).await;
-    let join = |s: &Session, id: &'static str| {
-        let election = LeaderElection::new(s, &root, id).unwrap();
-        async move { election.join().await.unwrap() }
-    };
-    let a = join(&sa, "A").await;
+    let operator = observer(&hosts).await;
+    let a = join_election(&sa, &root, "A").await;
     let a_node = bounded("A leads", PATIENCE, a.leadership())
         .await
         .unwrap()
         .node()
         .to_owned();
-    let b = Arc::new(join(&sb, "B").await);
+    let b = Arc::new(join_election(&sb, &root, "B").await);
     await_count(&operator, &root, 2).await;
-    let c = join(&sc, "C").await;
+    let c = join_election(&sc, &root, "C").await;
     let queue = await_count(&operator, &root, 3).await;
     let b_node = format!("{root}/{}", queue[1]);
     let log = Arc::default();
@@ -343,18 +310,12 @@ async fn a_candidate_whose_node_was_deleted_never_leads() {
     let resigned = Instant::now();
     let c_led = bounded("C leads", PATIENCE, c.leadership()).await.unwrap();
     // B has had its chance to misbehave once it is back in the queue, behind C.
-    await_children(&operator, &root, "B's new node behind C", |now| {
+    await_queue(&operator, &root, "B's new node behind C", |now| {
         now.len() == 2 && now[0] == name(c_led.node()) && now[1] != name(&b_node)
     })
     .await;
     let observer = LeaderElection::new(&sa, &root, "observer").unwrap();
-    let ids: Vec<String> = observer
-        .participants()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| p.id)
-        .collect();
+    let ids = participant_ids(&observer).await;
     assert_eq!(ids, ["C", "B"], "B must join again behind C");
 
     let log = log.lock().unwrap().clone();
@@ -419,11 +380,11 @@ async fn a_data_write_to_the_holder_neither_lets_the_next_in_nor_leaks_the_node(
     let hosts = ensemble.connect_string();
     let root = unique_root("revoke");
     let (h, w, t) = (
-        session(&hosts).await,
-        session(&hosts).await,
-        session(&hosts).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
     );
-    let revoker = admin(&hosts).await;
+    let revoker = observer(&hosts).await;
     let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
     let mut waiter = {
         let mutex = Mutex::new(&w, &root).unwrap();
@@ -491,8 +452,8 @@ async fn oversized_input_is_refused_at_once_and_leaves_the_session_alone() {
     let hosts = ensemble.connect_string();
     let held_root = unique_root("oversized-held");
     let root = unique_root("oversized");
-    let s = session(&hosts).await;
-    let observer = admin(&hosts).await;
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let observer = observer(&hosts).await;
     let guard = Mutex::new(&s, &held_root).unwrap().lock().await.unwrap();
     let events = s.events();
 
@@ -560,8 +521,8 @@ async fn no_panic<T: Send + 'static>(
 async fn try_lock_for_the_longest_duration_takes_a_free_lock() {
     let ensemble = Ensemble::shared(1).await;
     let root = unique_root("duration-max");
-    let s = session(&ensemble.connect_string()).await;
-    let observer = admin(&ensemble.connect_string()).await;
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
 
     let mutex = Mutex::new(&s, &root).unwrap();
     let taken = no_panic("Mutex::try_lock_for(Duration::MAX)", async move {
@@ -593,19 +554,15 @@ async fn closing_the_session_stops_what_runs_on_it() {
     let hosts = ensemble.connect_string();
     let lock_root = unique_root("close-lock");
     let election_root = unique_root("close-election");
-    let s = session(&hosts).await;
-    let observer = admin(&hosts).await;
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let observer = observer(&hosts).await;
     let guard = Mutex::new(&s, &lock_root).unwrap().lock().await.unwrap();
     let waiter = {
         let mutex = Mutex::new(&s, &lock_root).unwrap();
         tokio::spawn(async move { mutex.lock().await })
     };
     await_count(&observer, &lock_root, 2).await;
-    let candidate = LeaderElection::new(&s, &election_root, "leader")
-        .unwrap()
-        .join()
-        .await
-        .unwrap();
+    let candidate = join_election(&s, &election_root, "leader").await;
     let leadership = bounded("the candidate leads", PATIENCE, candidate.leadership())
         .await
         .unwrap();
@@ -654,22 +611,15 @@ async fn nothing_waits_while_no_server_is_reachable() {
     let ensemble = Ensemble::start(1).await;
     let hosts = ensemble.connect_string();
     let root = unique_root("unreachable");
-    let s = Session::builder()
-        .session_timeout(Duration::from_secs(4))
-        .connect(&hosts)
-        .await
-        .unwrap();
+    let s = session(&hosts, Duration::from_secs(4)).await;
     let mutex = Mutex::new(&s, &root).unwrap();
     let election = LeaderElection::new(&s, &root, "observer").unwrap();
     let mut events = s.events();
     ensemble.stop(0);
-    bounded(
-        "the session is suspended",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
-    )
-    .await
-    .unwrap();
+    await_watch("the session is suspended", &mut events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
 
     let started = Instant::now();
     let tried = tokio::time::timeout(MEASURE, mutex.try_lock()).await;
@@ -691,24 +641,16 @@ async fn nothing_waits_while_no_server_is_reachable() {
 
     // A session that tolerates suspension, cut off for less than its timeout.
     ensemble.restart(0).await;
-    let observer = admin(&hosts).await;
+    let observer = observer(&hosts).await;
     let proxy = ensemble.proxy(0).await;
-    let tolerant = Session::builder()
-        .session_timeout(Duration::from_secs(6))
-        .tolerate_suspension(true)
-        .connect(&proxy.address())
-        .await
-        .unwrap();
+    let tolerant = tolerant_session(&proxy.address(), Duration::from_secs(6)).await;
     let mut events = tolerant.events();
     let guard = Mutex::new(&tolerant, &root).unwrap().lock().await.unwrap();
     proxy.cut();
-    bounded(
-        "the tolerant session is suspended",
-        PATIENCE,
-        events.wait_for(|e| *e == SessionEvent::Suspended),
-    )
-    .await
-    .unwrap();
+    await_watch("the tolerant session is suspended", &mut events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
     let started = Instant::now();
     let released = tokio::time::timeout(MEASURE, guard.release()).await;
     let took = started.elapsed();
@@ -764,9 +706,11 @@ fn spawn_nemesis(
         let mut havoc = Havoc::default();
         loop {
             let pause = Duration::from_millis(1 + rng.below(10) as u64);
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                _ = stop.wait_for(|&stop| stop) => return havoc,
+            if unless_stopped(&mut stop, tokio::time::sleep(pause))
+                .await
+                .is_none()
+            {
+                return havoc;
             }
             let queue = children(&client, &root).await;
             if queue.is_empty() {
@@ -808,8 +752,13 @@ struct Tally {
     errors: Vec<String>,
 }
 
-/// Records one section that ran from `enter` to now; trusted if not lost at its end.
-fn record(history: &History, who: &str, token: u64, node: &str, enter: Instant, lost: bool) {
+/// Enters a section now, works for [`WORK`], and records it: trusted if `lost()` says no at
+/// its end.
+async fn section(history: &History, who: &str, token: u64, node: &str, lost: impl Fn() -> bool) {
+    let enter = Instant::now();
+    history.entered();
+    tokio::time::sleep(WORK).await;
+    let lost = lost();
     let exit = Instant::now();
     history.record(Section {
         who: who.to_owned(),
@@ -835,9 +784,8 @@ fn spawn_lock_loop(
     tokio::spawn(async move {
         let mut tally = Tally::default();
         while tally.sections < rounds {
-            let acquired = tokio::select! {
-                acquired = mutex.lock() => acquired,
-                _ = stop.wait_for(|&stop| stop) => break,
+            let Some(acquired) = unless_stopped(&mut stop, mutex.lock()).await else {
+                break;
             };
             let guard = match acquired {
                 Ok(guard) => guard,
@@ -847,18 +795,8 @@ fn spawn_lock_loop(
                     continue;
                 }
             };
-            let enter = Instant::now();
-            history.entered();
-            tokio::time::sleep(WORK).await;
-            let lost = guard.is_lost();
-            record(
-                &history,
-                &who,
-                guard.fencing_token(),
-                guard.node(),
-                enter,
-                lost,
-            );
+            let token = guard.fencing_token();
+            section(&history, &who, token, guard.node(), || guard.is_lost()).await;
             tally.sections += 1;
             if let Err(err) = guard.release().await {
                 tally.errors.push(format!("release: {err}"));
@@ -881,13 +819,13 @@ fn spawn_election_loop(
     tokio::spawn(async move {
         let mut tally = Tally::default();
         while tally.sections < rounds {
-            let led = tokio::select! {
-                led = async {
-                    let candidate = election.join().await?;
-                    let leadership = candidate.leadership().await?;
-                    Ok::<_, Error>((candidate, leadership))
-                } => led,
-                _ = stop.wait_for(|&stop| stop) => break,
+            let leading = async {
+                let candidate = election.join().await?;
+                let leadership = candidate.leadership().await?;
+                Ok::<_, Error>((candidate, leadership))
+            };
+            let Some(led) = unless_stopped(&mut stop, leading).await else {
+                break;
             };
             let (candidate, leadership) = match led {
                 Ok(led) => led,
@@ -897,18 +835,11 @@ fn spawn_election_loop(
                     continue;
                 }
             };
-            let enter = Instant::now();
-            history.entered();
-            tokio::time::sleep(WORK).await;
-            let lost = leadership.is_lost();
-            record(
-                &history,
-                &who,
-                leadership.term(),
-                leadership.node(),
-                enter,
-                lost,
-            );
+            let term = leadership.term();
+            section(&history, &who, term, leadership.node(), || {
+                leadership.is_lost()
+            })
+            .await;
             tally.sections += 1;
             if let Err(err) = candidate.resign().await {
                 tally.errors.push(format!("resign: {err}"));
@@ -937,7 +868,7 @@ async fn under_nemesis(name_: &str, looper: Looper, per_session: usize, rounds: 
     let mut sessions = Vec::new();
     let mut contenders = Vec::new();
     for s in 0..SESSIONS {
-        let session = session(&hosts).await;
+        let session = session(&hosts, SESSION_TIMEOUT).await;
         for c in 0..per_session {
             let who = format!("s{s}c{c}");
             contenders.push(looper(
@@ -951,7 +882,7 @@ async fn under_nemesis(name_: &str, looper: Looper, per_session: usize, rounds: 
         }
         sessions.push(session);
     }
-    let nemesis = spawn_nemesis(admin(&hosts).await, root.clone(), SEED, stopped);
+    let nemesis = spawn_nemesis(observer(&hosts).await, root.clone(), SEED, stopped);
 
     let all = SESSIONS * per_session * rounds;
     let finished = tokio::time::timeout(LOOPS, history.await_entries(all, LOOPS + PATIENCE)).await;
@@ -999,9 +930,9 @@ async fn under_nemesis(name_: &str, looper: Looper, per_session: usize, rounds: 
         finished.is_ok(),
         "only {} of {all} sections within {LOOPS:?}; the root holds {:?}",
         sections.len(),
-        children(&admin(&hosts).await, &root).await
+        children(&observer(&hosts).await, &root).await
     );
-    let observer = admin(&hosts).await;
+    let observer = observer(&hosts).await;
     let emptied = Duration::from_secs(5);
     bounded("the root empties", emptied, await_empty(&observer, &root)).await;
 }

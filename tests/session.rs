@@ -1,46 +1,13 @@
 //! `Session` against real ZooKeeper servers started by the harness.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::{unique_root, Ensemble};
-use tokio::sync::watch;
+use zk_harness::{
+    await_empty, await_events, bounded, expire_session, live_client, record_events, session,
+    unique_root, Ensemble, PATIENCE,
+};
 use zk_recipes::{Error, Mutex, Session, SessionEvent};
 use zookeeper_client::{Acls, CreateMode};
-
-const PATIENCE: Duration = Duration::from_secs(30);
-
-async fn session(hosts: &str, timeout: Duration) -> Session {
-    Session::builder()
-        .session_timeout(timeout)
-        .connect(hosts)
-        .await
-        .expect("connect")
-}
-
-/// Records every state the receiver observes.
-fn record(mut events: watch::Receiver<SessionEvent>) -> watch::Receiver<Vec<SessionEvent>> {
-    let (seen_tx, seen) = watch::channel(vec![*events.borrow_and_update()]);
-    tokio::spawn(async move {
-        while events.changed().await.is_ok() {
-            let event = *events.borrow_and_update();
-            seen_tx.send_modify(|seen| seen.push(event));
-        }
-    });
-    seen
-}
-
-/// Waits until the recorded events end with `tail`.
-async fn await_events(seen: &mut watch::Receiver<Vec<SessionEvent>>, tail: &[SessionEvent]) {
-    let wait = async { seen.wait_for(|seen| seen.ends_with(tail)).await.is_ok() };
-    let arrived = tokio::time::timeout(PATIENCE, wait).await.unwrap_or(false);
-    assert!(
-        arrived,
-        "events {:?} never ended with {tail:?}",
-        *seen.borrow()
-    );
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn connects_to_standalone_and_to_an_ensemble() {
@@ -48,7 +15,7 @@ async fn connects_to_standalone_and_to_an_ensemble() {
         let ensemble = Ensemble::shared(n).await;
         let s = session(&ensemble.connect_string(), Duration::from_secs(4)).await;
         assert_eq!(*s.events().borrow(), SessionEvent::Connected);
-        let client = s.client().expect("live");
+        let client = live_client(&s);
         client.list_children("/").await.expect("a request works");
     }
 }
@@ -57,24 +24,28 @@ async fn connects_to_standalone_and_to_an_ensemble() {
 async fn killing_the_leader_server_keeps_the_session() {
     let ensemble = Ensemble::start(3).await;
     let s = session(&ensemble.connect_string(), Duration::from_secs(4)).await;
-    let mut seen = record(s.events());
-    let id = s.client().unwrap().session_id();
+    let mut seen = record_events(&s);
+    let id = live_client(&s).session_id();
     let leader = ensemble.wait_for_leader(PATIENCE).await;
     ensemble.kill(leader);
     let new_leader = ensemble.wait_for_leader(PATIENCE).await;
     assert_ne!(new_leader, leader);
     // The session survives: whether or not its own server died, a request works on the
     // same session once a quorum is back.
-    let client = s.client().expect("live");
-    tokio::time::timeout(PATIENCE, client.sync("/"))
+    let client = live_client(&s);
+    bounded("sync", PATIENCE, client.sync("/"))
         .await
-        .expect("sync in time")
         .expect("sync");
     assert_eq!(client.session_id(), id, "the session was replaced");
     let events = seen.borrow_and_update().clone();
     assert!(!events.contains(&SessionEvent::Expired), "{events:?}");
     if events.contains(&SessionEvent::Suspended) {
-        await_events(&mut seen, &[SessionEvent::Reconnected]).await;
+        await_events(
+            &mut seen,
+            &[SessionEvent::Suspended, SessionEvent::Reconnected],
+            PATIENCE,
+        )
+        .await;
     }
     ensemble.restart(leader).await;
 }
@@ -84,17 +55,18 @@ async fn a_cut_connection_suspends_and_restoring_reconnects() {
     let ensemble = Ensemble::shared(1).await;
     let proxy = ensemble.proxy(0).await;
     let s = session(&proxy.address(), Duration::from_secs(10)).await;
-    let mut seen = record(s.events());
-    let id = s.client().unwrap().session_id();
+    let mut seen = record_events(&s);
+    let id = live_client(&s).session_id();
     proxy.cut();
-    await_events(&mut seen, &[SessionEvent::Suspended]).await;
+    await_events(&mut seen, &[SessionEvent::Suspended], PATIENCE).await;
     proxy.restore();
     await_events(
         &mut seen,
         &[SessionEvent::Suspended, SessionEvent::Reconnected],
+        PATIENCE,
     )
     .await;
-    assert_eq!(s.client().unwrap().session_id(), id);
+    assert_eq!(live_client(&s).session_id(), id);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -102,11 +74,16 @@ async fn an_expired_session_is_replaced_by_a_new_one() {
     let ensemble = Ensemble::shared(1).await;
     let hosts = ensemble.connect_string();
     let s = session(&hosts, Duration::from_secs(4)).await;
-    let mut seen = record(s.events());
-    let old = s.client().unwrap();
-    support::expire_session(&hosts, old.session()).await;
-    await_events(&mut seen, &[SessionEvent::Expired, SessionEvent::Connected]).await;
-    let new = s.client().expect("a new live session");
+    let mut seen = record_events(&s);
+    let old = live_client(&s);
+    expire_session(&hosts, old.session()).await;
+    await_events(
+        &mut seen,
+        &[SessionEvent::Expired, SessionEvent::Connected],
+        PATIENCE,
+    )
+    .await;
+    let new = live_client(&s);
     assert_ne!(new.session_id(), old.session_id());
     new.list_children("/").await.expect("the new session works");
     // Recipes use the new session.
@@ -115,7 +92,7 @@ async fn an_expired_session_is_replaced_by_a_new_one() {
     let (_, stat) = new.get_data(guard.node()).await.unwrap();
     assert_eq!(stat.ephemeral_owner, new.session_id().0);
     guard.release().await.unwrap();
-    support::await_empty(&new, &root).await;
+    await_empty(&new, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -158,10 +135,7 @@ async fn a_chroot_confines_the_recipes() {
     let ensemble = Ensemble::shared(1).await;
     let hosts = ensemble.connect_string();
     let chroot = unique_root("chroot");
-    let admin = session(&hosts, Duration::from_secs(4))
-        .await
-        .client()
-        .unwrap();
+    let admin = live_client(&session(&hosts, Duration::from_secs(4)).await);
     admin
         .create(
             &chroot,
@@ -186,7 +160,7 @@ async fn a_chroot_confines_the_recipes() {
         .unwrap();
     assert_eq!(inside.len(), 1);
     guard.release().await.unwrap();
-    support::await_empty(&admin, &format!("{chroot}/locks/x")).await;
+    await_empty(&admin, &format!("{chroot}/locks/x")).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -12,8 +12,7 @@
 //! module, the two sides are in `side`, the targets in `targets`, the statistics and
 //! table in `table`, the memory probes in `alloc`.
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
+use zk_harness as support;
 
 mod alloc;
 mod contended;

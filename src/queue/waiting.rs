@@ -2,7 +2,7 @@
 //! learn, in one request, whether anyone can still be ahead.
 
 use tracing::{debug, warn};
-use zookeeper_client::{Client, EventType, MultiReadResult};
+use zookeeper_client::{Client, EventType, MultiReadResult, OneshotWatcher};
 
 use super::entering::every;
 use super::leaving::first_left;
@@ -44,13 +44,12 @@ impl Contender {
     /// # Cancel safety
     /// Cancel safe: the contender keeps its place and its blocker.
     pub(crate) async fn wait_first(&mut self, wait: Wait) -> Result<Turn> {
-        let session = self.session.clone();
+        // Closing the session drops its client, which ends the watches with a session
+        // event: no wait of its own is needed for it (it would cost every waiter room).
         let waited = tokio::select! {
             biased;
-            () = session.closed() => Err(Error::Closed),
             () = wait.passed() => Ok(Turn::Late),
-            // Boxed: the waiting state lives on the heap, the caller's future stays small.
-            turn = Box::pin(self.wait_until_first()) => turn,
+            turn = self.wait_until_first() => turn,
         };
         match waited {
             Ok(turn) => Ok(turn),
@@ -131,23 +130,29 @@ impl Contender {
     /// departure: the node is watched again.
     async fn gone(&self, blocker: &str) -> Result<()> {
         loop {
-            let watched = Box::pin(async {
-                let client = self.client()?;
-                retry(&client, || client.get_and_watch_data(blocker)).await
-            })
-            .await;
-            let watcher = match watched {
-                Ok((_, _, watcher)) => watcher,
-                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Ok(()),
-                Err(err) => return Err(err),
+            // Boxed: setting the watch takes no room while waiting on it.
+            let Some(watcher) = Box::pin(self.watch(blocker)).await? else {
+                return Ok(());
             };
-            debug!(node = %self.node, %blocker, "watching the blocker");
             let event = watcher.changed().await;
             match event.event_type {
                 EventType::NodeDeleted => return Ok(()),
                 EventType::Session => return Err(terminal(event.session_state)),
                 other => debug!(%blocker, ?other, "blocker changed but may be there"),
             }
+        }
+    }
+
+    /// Sets a data watch on the node at `path`; `None` if it does not exist.
+    async fn watch(&self, path: &str) -> Result<Option<OneshotWatcher>> {
+        let client = self.client()?;
+        match retry(&client, || client.get_and_watch_data(path)).await {
+            Ok((_, _, watcher)) => {
+                debug!(node = %self.node, blocker = %path, "watching the blocker");
+                Ok(Some(watcher))
+            }
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
+            Err(err) => Err(err),
         }
     }
 

@@ -1,20 +1,4 @@
-//! Test support: real ZooKeeper servers started by the tests themselves.
-//!
-//! `Ensemble::start(1)` runs a standalone server, `Ensemble::start(3)` a 3-server
-//! ensemble, all on free 127.0.0.1 ports, from Debian's `zookeeper` package
-//! (`/usr/share/java/zookeeper.jar`; override the class path with `ZK_CLASSPATH`
-//! and the java binary with `ZK_JAVA`). Servers are spawned by one long-lived
-//! launcher thread with `PR_SET_PDEATHSIG = SIGKILL`, so no server outlives the
-//! test binary, even when a test panics or a shared ensemble is never dropped.
-//!
-//! A test that stops, kills or pauses servers must use its own `Ensemble::start`,
-//! never `Ensemble::shared`.
-#![allow(dead_code)]
-
-pub mod history;
-mod launcher;
-mod proxy;
-mod znodes;
+//! Real ZooKeeper servers on loopback: start, stop, kill, pause, restart, ask.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -29,9 +13,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub use proxy::Proxy;
-#[allow(unused_imports)] // each test binary uses some of them
-pub use znodes::{await_children, await_count, await_empty, children, name, observe};
+use crate::launcher;
+use crate::proxy::Proxy;
+use crate::wait::PATIENCE;
 
 /// How long a server may take to start serving before the test fails.
 const START_TIMEOUT: Duration = Duration::from_secs(40);
@@ -238,6 +222,8 @@ impl Ensemble {
         self.servers[i].address()
     }
 
+    /// How many servers it has (at least one, so there is no `is_empty`).
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.servers.len()
     }
@@ -366,9 +352,9 @@ impl Ensemble {
     }
 
     /// Waits until `session` (a `0x…` id) watches `path`. Setting a watch raises no event
-    /// anyone could wait on, so this polls `wchp`; fails the test after 30 s.
+    /// anyone could wait on, so this polls `wchp`; fails the test after [`PATIENCE`].
     pub async fn await_watcher(&self, path: &str, session: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + PATIENCE;
         loop {
             let watchers = self.watchers(path).await;
             if watchers.contains(session) {
@@ -573,7 +559,7 @@ pub async fn expire_session(connect_string: &str, session: &zookeeper_client::Se
     use zookeeper_client::{Client, Error, SessionState};
 
     let id = session.id();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + PATIENCE;
     loop {
         let twin = Client::connector()
             .with_session(session.clone())

@@ -15,14 +15,14 @@ enum State {
     Closed,
 }
 
-/// Forwards 127.0.0.1:<own port> to one server's client port. Dropping it stops it.
+/// Forwards `127.0.0.1:<own port>` to one server's client port. Dropping it stops it.
 pub struct Proxy {
     address: String,
     state: watch::Sender<State>,
 }
 
 impl Proxy {
-    pub(super) fn start(listener: std::net::TcpListener, server_port: u16) -> Proxy {
+    pub(crate) fn start(listener: std::net::TcpListener, server_port: u16) -> Proxy {
         listener
             .set_nonblocking(true)
             .expect("non-blocking proxy listener");

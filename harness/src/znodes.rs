@@ -1,21 +1,21 @@
 //! Looking at a recipe root from outside: its children, and waiting on child watches
 //! (never on sleeps) for them to reach a state.
 
-use std::time::Duration;
+use std::collections::BTreeSet;
 
 use zookeeper_client::{Client, SessionState};
 
-/// How long a test waits for the children it expects before it fails.
-const PATIENCE: Duration = Duration::from_secs(30);
+use crate::wait::PATIENCE;
 
 /// The last component of a node's path.
 pub fn name(node: &str) -> &str {
     node.rsplit_once('/').map_or(node, |(_, name)| name)
 }
 
-/// The sequence number at the end of a contender's name, if any.
-fn sequence(name: &str) -> Option<i64> {
-    name.get(name.len().saturating_sub(10)..)?.parse().ok()
+/// The sequence number ZooKeeper appended to a sequential node: the last 10 characters of
+/// its name (or path) as a number; `None` if they are not one.
+pub fn sequence(node: &str) -> Option<i64> {
+    node.get(node.len().saturating_sub(10)..)?.parse().ok()
 }
 
 fn queue_order(names: &mut [String]) {
@@ -60,9 +60,10 @@ pub async fn children(client: &Client, root: &str) -> Vec<String> {
     names
 }
 
-/// Waits on child watches until `done` holds for the children of `root` (in queue order);
-/// returns them. Fails the test after 30 s, saying `what` was awaited.
-pub async fn await_children(
+/// Waits on child watches until `done` holds for the names of the children of `root` in
+/// queue order (none if `root` does not exist); returns them. Fails the test after
+/// [`PATIENCE`], saying `what` was awaited.
+pub async fn await_queue(
     client: &Client,
     root: &str,
     what: &str,
@@ -101,9 +102,18 @@ pub async fn await_children(
     }
 }
 
+/// Waits until the children of `root` are exactly the nodes named `expected`, in any order.
+pub async fn await_children(client: &Client, root: &str, expected: &[&str]) {
+    let expected: BTreeSet<&str> = expected.iter().copied().collect();
+    await_queue(client, root, &format!("exactly {expected:?}"), |now| {
+        now.len() == expected.len() && now.iter().all(|name| expected.contains(name.as_str()))
+    })
+    .await;
+}
+
 /// Waits until `root` holds exactly `n` children; returns them in queue order.
 pub async fn await_count(client: &Client, root: &str, n: usize) -> Vec<String> {
-    await_children(client, root, &format!("{n} children"), |names| {
+    await_queue(client, root, &format!("{n} children"), |names| {
         names.len() == n
     })
     .await
@@ -111,5 +121,5 @@ pub async fn await_count(client: &Client, root: &str, n: usize) -> Vec<String> {
 
 /// Waits until `root` holds no child: nothing of any contender is left behind.
 pub async fn await_empty(client: &Client, root: &str) {
-    await_children(client, root, "no children", <[String]>::is_empty).await;
+    await_queue(client, root, "no children", <[String]>::is_empty).await;
 }

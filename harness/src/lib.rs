@@ -1,0 +1,51 @@
+//! The test harness of zk-recipes: real ZooKeeper servers started by the tests themselves,
+//! and the helpers the tests share to connect to them and look at them.
+//!
+//! `Ensemble::start(1)` runs a standalone server, `Ensemble::start(3)` a 3-server
+//! ensemble, all on free 127.0.0.1 ports, from Debian's `zookeeper` package
+//! (`/usr/share/java/zookeeper.jar`; override the class path with `ZK_CLASSPATH`
+//! and the java binary with `ZK_JAVA`). Servers are spawned by one long-lived
+//! launcher thread with `PR_SET_PDEATHSIG = SIGKILL`, so no server outlives the
+//! test binary, even when a test panics or a shared ensemble is never dropped.
+//!
+//! A test that stops, kills or pauses servers must use its own [`Ensemble::start`],
+//! never [`Ensemble::shared`].
+//!
+//! What the tests share:
+//! * waiting: [`PATIENCE`] bounds every wait, [`bounded`] applies a bound to a future,
+//!   [`await_watch`] waits for the value of a watch channel, [`unless_stopped`] for a
+//!   future unless told to stop;
+//! * connecting: [`session`], [`tolerant_session`], [`plain_client`], [`observer`],
+//!   [`live_client`];
+//! * a recipe root from outside: [`children`] in queue order, [`await_queue`],
+//!   [`await_children`], [`await_count`], [`await_empty`], [`name`], [`sequence`];
+//! * session events: [`record_events`] and [`await_events`];
+//! * elections: [`join_election`], [`leaders`], [`await_one_leader`], [`participant_ids`];
+//! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
+//!   client off, [`expire_session`];
+//! * [`history`]: critical sections recorded and checked for mutual exclusion.
+//!
+//! This crate is a workspace member that is never published: the root package's tests
+//! and benchmark use it as a dev-dependency.
+
+mod candidates;
+mod clients;
+mod ensemble;
+mod events;
+pub mod history;
+mod launcher;
+mod proxy;
+mod wait;
+mod znodes;
+
+pub use candidates::{await_one_leader, join_election, leaders, participant_ids, Seat};
+pub use clients::{
+    live_client, observer, plain_client, session, tolerant_session, OBSERVER_TIMEOUT,
+};
+pub use ensemble::{expire_session, four_letter_at, unique_root, Ensemble};
+pub use events::{await_events, record_events, EventLog};
+pub use proxy::Proxy;
+pub use wait::{await_watch, bounded, unless_stopped, PATIENCE, WORK};
+pub use znodes::{
+    await_children, await_count, await_empty, await_queue, children, name, observe, sequence,
+};
