@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zk_harness::{
     await_empty, await_one_leader, await_queue, bounded, join_election, leaders, live_client, name,
-    participant_ids, session, unique_root, Ensemble, PATIENCE,
+    observer, participant_ids, session, unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{Candidate, Error, LeaderElection, Role};
 
@@ -250,4 +250,20 @@ async fn dropping_a_candidate_leaves_the_queue() {
     assert!(led.is_ok());
     drop(second);
     await_empty(&live_client(&s), &root).await;
+}
+
+/// A leadership kept after `resign()` (or a guard's share after the release) is lost as
+/// soon as the release returns, not once the background monitor happens to stop.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resigned_leadership_is_lost_when_resign_returns() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("resigned");
+    let s = session(&zk.connect_string(), Duration::from_secs(10)).await;
+    for _ in 0..50 {
+        let candidate = join_election(&s, &root, "a").await;
+        let leadership = candidate.leadership().await.unwrap();
+        candidate.resign().await.unwrap();
+        assert!(leadership.is_lost(), "is_lost() false right after resign()");
+    }
+    await_empty(&observer(&zk.connect_string()).await, &root).await;
 }

@@ -52,7 +52,7 @@ pub(crate) struct Trust {
 impl Trust {
     /// Whether it can no longer be trusted (a loss was seen, or the holding is over).
     pub(crate) fn is_lost(&self) -> bool {
-        self.loss.borrow().is_some() || self.loss.has_changed().is_err()
+        self.loss.borrow().is_some()
     }
 
     /// Resolves once it can no longer be trusted; [`Loss::Closed`] if the holding ended
@@ -74,6 +74,8 @@ impl Trust {
 pub(crate) struct Holding {
     contender: Option<Contender>,
     trust: Trust,
+    /// The loss, as reported to `trust` (by the monitor, or [`end`](Self::end)).
+    report: watch::Sender<Option<Loss>>,
     /// Set before the node is deleted on purpose, so that its deletion is not a loss.
     releasing: Arc<AtomicBool>,
     monitor: JoinHandle<()>,
@@ -93,12 +95,13 @@ impl Holding {
         };
         let released = releasing.clone();
         let span = info_span!("zk.queue.held", node = %contender.node);
+        let monitored = report.clone();
         let monitor = tokio::spawn(
             async move {
                 let loss = watching.lost(node_watch).await;
                 if !released.load(Ordering::SeqCst) {
                     warn!(?loss, "can no longer be trusted");
-                    report.send_replace(Some(loss));
+                    monitored.send_replace(Some(loss));
                 }
             }
             .instrument(span),
@@ -106,6 +109,7 @@ impl Holding {
         Holding {
             contender: Some(contender),
             trust: Trust { loss, asked },
+            report,
             releasing,
             monitor,
         }
@@ -126,9 +130,20 @@ impl Holding {
 
     /// Stops watching and gives the contender back, to wait or hold again.
     pub(crate) fn into_contender(mut self) -> Option<Contender> {
+        self.end();
+        self.contender.take()
+    }
+
+    /// Ends the holding for everyone who watches its trust, before the caller goes on: a
+    /// holding released or dropped is lost ([`Loss::Closed`] unless a loss came first).
+    fn end(&self) {
         self.releasing.store(true, Ordering::SeqCst);
         self.monitor.abort();
-        self.contender.take()
+        self.report.send_if_modified(|loss| {
+            let unset = loss.is_none();
+            loss.get_or_insert(Loss::Closed);
+            unset
+        });
     }
 
     /// Deletes the node, whatever was written into it, unless it went with its session.
@@ -142,8 +157,8 @@ impl Holding {
     /// # Cancel safety
     /// Cancel safe: an unfinished delete is finished in the background.
     pub(crate) async fn release(mut self) -> Result<()> {
-        self.releasing.store(true, Ordering::SeqCst);
         let lost = *self.trust.loss.borrow();
+        self.end();
         let Some(contender) = self.contender.take() else {
             return Ok(());
         };
@@ -168,8 +183,7 @@ impl Holding {
 
 impl Drop for Holding {
     fn drop(&mut self) {
-        self.releasing.store(true, Ordering::SeqCst);
-        self.monitor.abort();
+        self.end();
         if let Some(contender) = self.contender.take() {
             debug!(node = %contender.node(), "dropped while held; leaving in the background");
         }
