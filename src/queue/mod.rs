@@ -58,6 +58,7 @@ use std::time::{Duration, Instant};
 
 use zookeeper_client::Client;
 
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::session::{retry, Session};
@@ -73,11 +74,12 @@ pub(crate) use waiting::Turn;
 /// anything is sent.
 pub(crate) const MAX_DATA: usize = 960 * 1024;
 
-/// A recipe root and the contender name used under it.
+/// A recipe root, the contender name used under it, and the ACL of the nodes it creates.
 #[derive(Clone, Debug)]
 pub(crate) struct Queue {
     root: Arc<str>,
     name: &'static str,
+    acl: NodeAcl,
 }
 
 /// How long an acquisition may wait.
@@ -131,15 +133,26 @@ impl Wait {
 }
 
 impl Queue {
-    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`.
+    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`, whose nodes get
+    /// `acl`.
     ///
     /// # Notable errors
     /// * [`Error::InvalidPath`] if `root` is malformed or too long.
-    pub(crate) fn new(root: &str, name: &'static str) -> Result<Queue> {
+    pub(crate) fn new(root: &str, name: &'static str, acl: NodeAcl) -> Result<Queue> {
         Ok(Queue {
             root: Arc::from(path::validate_root(root)?),
             name,
+            acl,
         })
+    }
+
+    /// The same queue, creating its nodes with `acl`.
+    pub(crate) fn with_acl(self, acl: NodeAcl) -> Queue {
+        Queue { acl, ..self }
+    }
+
+    pub(crate) fn acl(&self) -> NodeAcl {
+        self.acl
     }
 
     pub(crate) fn root(&self) -> &str {
