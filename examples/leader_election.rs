@@ -8,6 +8,9 @@
 //! cargo run --example leader_election -- <id> [seconds]   # ZK_CONNECT overrides the ensemble
 //! ```
 //! Ctrl-C (SIGINT) or SIGTERM resigns gracefully; SIGKILL leaves it to session expiry.
+//! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).
+
+mod common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -22,13 +25,12 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let hosts = std::env::var("ZK_CONNECT")
-        .unwrap_or_else(|_| "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183".into());
+    let hosts = common::hosts();
     let mut args = std::env::args().skip(1);
     let id = args.next().ok_or("usage: leader_election <id> [seconds]")?;
     let seconds: Option<u64> = args.next().map(|s| s.parse()).transpose()?;
 
-    let session = Session::builder()
+    let session = common::builder()?
         .session_timeout(Duration::from_secs(4))
         .connect(&hosts)
         .await?;

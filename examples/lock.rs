@@ -9,10 +9,14 @@
 //! ```text
 //! cargo run --example lock -- [workers] [rounds]      # ZK_CONNECT overrides the ensemble
 //! ```
+//!
+//! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).
 
 use std::time::Duration;
 
-use zk_recipes::{Mutex, Session};
+mod common;
+
+use zk_recipes::Mutex;
 use zookeeper_client::{Acls, Client, CreateMode};
 
 const ROOT: &str = "/zk-recipes-demo";
@@ -21,13 +25,12 @@ const COUNTER: &str = "/zk-recipes-demo/counter";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let hosts = std::env::var("ZK_CONNECT")
-        .unwrap_or_else(|_| "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183".into());
+    let hosts = common::hosts();
     let mut args = std::env::args().skip(1).map(|a| a.parse::<u64>());
     let workers = args.next().transpose()?.unwrap_or(4);
     let rounds = args.next().transpose()?.unwrap_or(10);
 
-    let setup = Session::connect(&hosts).await?;
+    let setup = common::builder()?.connect(&hosts).await?;
     let admin = setup.client().ok_or("no live session")?;
     reset_counter(&admin).await?;
     println!("{workers} workers × {rounds} increments on {COUNTER}, under the lock {LOCK}");
@@ -36,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     for worker in 0..workers {
         let hosts = hosts.clone();
         tasks.push(tokio::spawn(async move {
-            let session = Session::connect(&hosts).await?;
+            let session = common::builder()?.connect(&hosts).await?;
             let mutex = Mutex::new(&session, LOCK)?;
             for _ in 0..rounds {
                 let guard = mutex.lock().await?;

@@ -6,12 +6,16 @@
 //! ```text
 //! cargo run --example rwlock -- [readers] [writers] [rounds]   # ZK_CONNECT overrides the ensemble
 //! ```
+//!
+//! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).
+
+mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_recipes::{RwLock, Session};
+use zk_recipes::RwLock;
 use zookeeper_client::{Acls, Client, CreateMode};
 
 const ROOT: &str = "/zk-recipes-demo";
@@ -23,14 +27,13 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let hosts = std::env::var("ZK_CONNECT")
-        .unwrap_or_else(|_| "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183".into());
+    let hosts = common::hosts();
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
     let readers = args.next().transpose()?.unwrap_or(4);
     let writers = args.next().transpose()?.unwrap_or(2);
     let rounds = args.next().transpose()?.unwrap_or(5);
 
-    let setup = Session::connect(&hosts).await?;
+    let setup = common::builder()?.connect(&hosts).await?;
     reset_catalog(&setup.client().ok_or("no live session")?).await?;
     println!("{readers} readers and {writers} writers, {rounds} rounds each, under {LOCK}");
 
@@ -40,7 +43,7 @@ async fn main() -> Result<(), BoxError> {
     for id in 0..readers + writers {
         let (hosts, reading, most) = (hosts.clone(), reading.clone(), most.clone());
         tasks.push(tokio::spawn(async move {
-            let session = Session::connect(&hosts).await?;
+            let session = common::builder()?.connect(&hosts).await?;
             let lock = RwLock::new(&session, LOCK)?;
             let client = session.client().ok_or("no live session")?;
             for _ in 0..rounds {

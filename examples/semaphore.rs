@@ -6,12 +6,16 @@
 //! ```text
 //! cargo run --example semaphore -- [crawlers] [rounds] [max]   # ZK_CONNECT overrides the ensemble
 //! ```
+//!
+//! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).
+
+mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_recipes::{Semaphore, Session};
+use zk_recipes::Semaphore;
 use zookeeper_client::{Acls, Client, CreateMode};
 
 const ROOT: &str = "/zk-recipes-demo";
@@ -22,14 +26,13 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let hosts = std::env::var("ZK_CONNECT")
-        .unwrap_or_else(|_| "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183".into());
+    let hosts = common::hosts();
     let mut args = std::env::args().skip(1).map(|a| a.parse::<u32>());
     let crawlers = args.next().transpose()?.unwrap_or(8);
     let rounds = args.next().transpose()?.unwrap_or(3);
     let max = args.next().transpose()?.unwrap_or(3);
 
-    let setup = Session::connect(&hosts).await?;
+    let setup = common::builder()?.connect(&hosts).await?;
     create_parents(&setup.client().ok_or("no live session")?).await?;
     println!("{crawlers} crawlers × {rounds} rounds, at most {max} at once ({SEMAPHORE})");
 
@@ -38,7 +41,7 @@ async fn main() -> Result<(), BoxError> {
     for id in 0..crawlers {
         let (hosts, most) = (hosts.clone(), most.clone());
         tasks.push(tokio::spawn(async move {
-            let session = Session::connect(&hosts).await?;
+            let session = common::builder()?.connect(&hosts).await?;
             let semaphore = Semaphore::new(&session, SEMAPHORE, max)?;
             let client = session.client().ok_or("no live session")?;
             for _ in 0..rounds {

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PACKAGES=(zookeeper libcurator-recipes-java libcurator-framework-java python3-kazoo)
+# openssl makes the key material of the TLS tests (keytool comes with Java).
+PACKAGES=(zookeeper libcurator-recipes-java libcurator-framework-java python3-kazoo openssl)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

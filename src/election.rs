@@ -11,6 +11,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, info_span, warn, Instrument};
 
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{
@@ -107,7 +108,7 @@ impl LeaderElection {
         }
         Ok(LeaderElection {
             session: session.clone(),
-            queue: Queue::new(path, "latch-", Blockers::Every)?,
+            queue: Queue::new(path, "latch-", Blockers::Every, session.node_acl())?,
             id: id.into(),
             rejoin: true,
         })
@@ -120,6 +121,19 @@ impl LeaderElection {
         self
     }
 
+    /// The ACL of the nodes this election creates (its candidates' nodes, and the election
+    /// path and its parents where it makes them), instead of the session's
+    /// [`node_acl`](crate::SessionBuilder::node_acl). With
+    /// [`NodeAcl::CreatorAllWorldRead`], observers without credentials can still call
+    /// [`participants`](Self::participants) and [`leader`](Self::leader).
+    ///
+    /// A creator-only ACL on a session without credentials makes [`join`](Self::join) fail
+    /// with [`Error::InvalidArgument`] (the servers refuse it); nothing is created.
+    pub fn node_acl(mut self, acl: NodeAcl) -> LeaderElection {
+        self.queue = self.queue.with_acl(acl);
+        self
+    }
+
     /// The election path.
     pub fn path(&self) -> &str {
         self.queue.root()
@@ -129,14 +143,17 @@ impl LeaderElection {
     /// the background.
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the ACL of the path (or a parent) denies creating nodes.
+    /// * [`Error::NoAuth`] if the ACL of the path (or a parent) denies creating nodes
+    ///   (also how a wrong digest password shows); nothing is created.
+    /// * [`Error::InvalidArgument`] if the servers refuse the [`NodeAcl`] (creator-only
+    ///   without credentials).
     /// * [`Error::EphemeralParent`] if the path lies under an ephemeral node.
     /// * [`Error::Closed`] if the session was closed.
     ///
     /// # Cancel safety
     /// Cancel safe: a node created for a dropped `join()` is deleted in the background.
     pub async fn join(&self) -> Result<Candidate> {
-        let span = info_span!("zk.election.join", path = %self.path(), id = %self.id);
+        let span = info_span!("zk.election.join", path = %self.path(), id = %self.id, acl = ?self.queue.acl());
         async {
             let contender = self.enter().await?;
             info!(node = %contender.node(), "joined");

@@ -2,7 +2,8 @@
 //!
 //! Each variant says what the caller can do about it: fix the input
 //! ([`Error::InvalidPath`], [`Error::InvalidArgument`], [`Error::InvalidConnectString`]),
-//! fix the ensemble's or the participants' configuration ([`Error::NoAuth`],
+//! fix the credentials or the TLS settings ([`Error::AuthFailed`], [`Error::Tls`]), fix the
+//! ensemble's or the participants' configuration ([`Error::NoAuth`],
 //! [`Error::EphemeralParent`], [`Error::MaxLeasesConflict`]),
 //! try again later ([`Error::Unreachable`], [`Error::ConnectionLoss`],
 //! [`Error::SessionExpired`]), or stop ([`Error::Closed`], [`Error::LockLost`]). Each
@@ -44,7 +45,32 @@ pub enum Error {
         reason: String,
     },
 
-    /// The server refused the operation for lack of permission (ACL).
+    /// The servers refused the session's credentials while it was established (SASL). No
+    /// session was made; retrying with the same credentials fails the same way.
+    #[error("ZooKeeper servers {hosts:?} refused the credentials: {reason}")]
+    AuthFailed {
+        /// The connect string.
+        hosts: String,
+        /// What was refused.
+        reason: String,
+    },
+
+    /// Every server was reached, and every one refused the connection at the TLS level for a
+    /// reason that retrying does not fix: its certificate is not trusted by the given CA, it
+    /// requires a client certificate (or refused the one given), or one side speaks TLS and
+    /// the other does not. No session was made. Returned as soon as that is known, within the
+    /// connection timeout.
+    #[error("TLS to ZooKeeper servers {hosts:?} refused: {reason}")]
+    Tls {
+        /// The connect string.
+        hosts: String,
+        /// What each server did.
+        reason: String,
+    },
+
+    /// The server refused the operation for lack of permission (ACL). With digest
+    /// authentication this is also how a wrong password shows: ZooKeeper accepts any digest
+    /// identity at connect, and only the nodes' ACLs tell it apart.
     #[error("not authorized to use {path:?} (ACL denies it)")]
     NoAuth {
         /// The node the operation was refused on.
@@ -103,11 +129,16 @@ pub enum Error {
 }
 
 impl Error {
-    /// Maps a client error, naming `path` where the error is about a node.
+    /// Maps a client error, naming `path` where the error is about a node. The servers
+    /// answer `InvalidAcl` to a creator-only ACL from a session without identity.
     pub(crate) fn at(path: &str, err: zookeeper_client::Error) -> Error {
         use zookeeper_client::Error as Zk;
         match err {
             Zk::NoAuth => Error::NoAuth { path: path.into() },
+            Zk::InvalidAcl => Error::InvalidArgument(format!(
+                "ZooKeeper refused the node ACL for {path:?}: a creator-only ACL needs an \
+                 authenticated session (SessionBuilder::digest_auth)"
+            )),
             Zk::NoChildrenForEphemerals => Error::EphemeralParent { path: path.into() },
             other => Error::from(other),
         }

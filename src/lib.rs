@@ -41,6 +41,7 @@
 //! zookeeper-client needs its `tokio` feature when it runs inside tokio (this crate turns it
 //! on); every async method here must be called from within a tokio runtime.
 
+mod acl;
 mod election;
 mod error;
 mod lock;
@@ -50,6 +51,7 @@ mod rwlock;
 mod semaphore;
 mod session;
 
+pub use acl::NodeAcl;
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
 pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};

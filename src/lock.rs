@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::{info, info_span};
 
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::queue::{Blockers, Holding, Loss, Queue, Wait};
 use crate::session::Session;
@@ -108,7 +109,8 @@ pub struct Mutex {
 }
 
 impl Mutex {
-    /// A mutex on `path` (created, with missing parents, as container nodes on first use).
+    /// A mutex on `path` (created, with missing parents, as container nodes on first use),
+    /// whose nodes get the session's [`NodeAcl`].
     ///
     /// # Notable errors
     /// * [`Error::InvalidPath`] if `path` is malformed or too long; nothing is sent to
@@ -116,8 +118,21 @@ impl Mutex {
     pub fn new(session: &Session, path: &str) -> Result<Mutex> {
         Ok(Mutex {
             session: session.clone(),
-            queue: Queue::new(path, "lock-", Blockers::Every)?,
+            queue: Queue::new(path, "lock-", Blockers::Every, session.node_acl())?,
         })
+    }
+
+    /// The ACL of the nodes this mutex creates (its contender nodes, and the lock path and
+    /// its parents where it makes them), instead of the session's
+    /// [`node_acl`](crate::SessionBuilder::node_acl).
+    ///
+    /// A creator-only ACL on a session without credentials makes acquisitions fail with
+    /// [`Error::InvalidArgument`] (the servers refuse it); nothing is created.
+    pub fn node_acl(self, acl: NodeAcl) -> Mutex {
+        Mutex {
+            queue: self.queue.with_acl(acl),
+            ..self
+        }
     }
 
     /// The lock path.
@@ -128,7 +143,10 @@ impl Mutex {
     /// Waits as long as it takes to hold the lock.
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes.
+    /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes
+    ///   (also how a wrong digest password shows); nothing is created.
+    /// * [`Error::InvalidArgument`] if the servers refuse the [`NodeAcl`] (creator-only
+    ///   without credentials).
     /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.
     /// * [`Error::Closed`] if the session was closed (also while waiting).
     ///
@@ -176,7 +194,12 @@ impl Mutex {
 
     /// Waits, within `wait`, to hold the lock.
     pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard>> {
-        let span = info_span!("zk.lock.acquire", path = %self.path(), node = tracing::field::Empty);
+        let span = info_span!(
+            "zk.lock.acquire",
+            path = %self.path(),
+            acl = ?self.queue.acl(),
+            node = tracing::field::Empty
+        );
         let holding = self.queue.hold(&self.session, wait, span).await?;
         Ok(holding.map(|holding| MutexGuard {
             holding: Arc::new(holding),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::{field, info_span};
 
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::lock::{boxed, DistributedLock, LockGuard};
 use crate::queue::{guard_methods, Blockers, Holding, Loss, Queue, Wait};
@@ -91,9 +92,24 @@ impl RwLock {
     pub fn new(session: &Session, path: &str) -> Result<RwLock> {
         Ok(RwLock {
             session: session.clone(),
-            readers: Queue::new(path, "__READ__", Blockers::Only(is_writer))?,
-            writers: Queue::new(path, "__WRIT__", Blockers::Every)?,
+            readers: Queue::new(
+                path,
+                "__READ__",
+                Blockers::Only(is_writer),
+                session.node_acl(),
+            )?,
+            writers: Queue::new(path, "__WRIT__", Blockers::Every, session.node_acl())?,
         })
+    }
+
+    /// The ACL of the nodes this lock creates, instead of the session's
+    /// [`node_acl`](crate::SessionBuilder::node_acl); as [`Mutex::node_acl`](crate::Mutex::node_acl).
+    pub fn node_acl(self, acl: NodeAcl) -> RwLock {
+        RwLock {
+            readers: self.readers.with_acl(acl),
+            writers: self.writers.with_acl(acl),
+            ..self
+        }
     }
 
     /// The lock path.
@@ -105,6 +121,8 @@ impl RwLock {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes.
+    /// * [`Error::InvalidArgument`] if the servers refuse the [`NodeAcl`] (creator-only
+    ///   without credentials).
     /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.
     /// * [`Error::Closed`] if the session was closed (also while waiting).
     ///
@@ -179,8 +197,14 @@ impl RwLock {
     /// Waits, within `wait`, to hold the lock for writing if `WRITE`, else for reading.
     async fn acquire<const WRITE: bool>(&self, wait: Wait) -> Result<Option<RwLockGuard<WRITE>>> {
         let side = if WRITE { "write" } else { "read" };
-        let span = info_span!("zk.rwlock.acquire", path = %self.path(), side, node = field::Empty);
         let queue = if WRITE { &self.writers } else { &self.readers };
+        let span = info_span!(
+            "zk.rwlock.acquire",
+            path = %self.path(),
+            side,
+            acl = ?queue.acl(),
+            node = field::Empty
+        );
         let holding = queue.hold(&self.session, wait, span).await?;
         Ok(holding.map(|holding| RwLockGuard { holding }))
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tracing::{debug, field, info_span, Instrument};
 use zookeeper_client::Client;
 
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::lock::Mutex;
 use crate::path;
@@ -99,9 +100,25 @@ impl Semaphore {
         Ok(Semaphore {
             session: session.clone(),
             gate: Mutex::new(session, &path::join(path, "locks"))?,
-            leases: Queue::new(&path::join(path, "leases"), "lease-", Blockers::Crowd(max))?,
+            leases: Queue::new(
+                &path::join(path, "leases"),
+                "lease-",
+                Blockers::Crowd(max),
+                session.node_acl(),
+            )?,
             max,
         })
+    }
+
+    /// The ACL of the nodes this semaphore creates (its leases, its internal mutex's nodes,
+    /// and the paths it makes), instead of the session's
+    /// [`node_acl`](crate::SessionBuilder::node_acl); as [`Mutex::node_acl`].
+    pub fn node_acl(self, acl: NodeAcl) -> Semaphore {
+        Semaphore {
+            gate: self.gate.node_acl(acl),
+            leases: self.leases.with_acl(acl),
+            ..self
+        }
     }
 
     /// The semaphore's path.
@@ -122,6 +139,8 @@ impl Semaphore {
     /// # Notable errors
     /// * [`Error::MaxLeasesConflict`] if leases are held under another maximum.
     /// * [`Error::NoAuth`] if the ACL of the path (or a parent) denies creating nodes.
+    /// * [`Error::InvalidArgument`] if the servers refuse the [`NodeAcl`] (creator-only
+    ///   without credentials).
     /// * [`Error::EphemeralParent`] if the path lies under an ephemeral node.
     /// * [`Error::Closed`] if the session was closed (also while waiting).
     ///
@@ -163,7 +182,12 @@ impl Semaphore {
 
     /// Passes the gate (the mutex), takes a lease, and lets the next acquirer in.
     async fn acquire_within(&self, wait: Wait) -> Result<Option<Lease>> {
-        let span = info_span!("zk.semaphore.acquire", path = %self.path(), max = self.max);
+        let span = info_span!(
+            "zk.semaphore.acquire",
+            path = %self.path(),
+            max = self.max,
+            acl = ?self.leases.acl()
+        );
         async {
             let Some(gate) = self.gate.acquire(wait).await? else {
                 return Ok(None);

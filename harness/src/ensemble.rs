@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::config::ServerConfig;
 use crate::launcher;
 use crate::proxy::Proxy;
 use crate::wait::PATIENCE;
@@ -32,9 +33,13 @@ struct Server {
     /// `myid` (1-based).
     id: usize,
     client_port: u16,
+    /// The TLS client port, if the ensemble has one.
+    secure_port: Option<u16>,
     quorum_port: u16,
     election_port: u16,
     dir: PathBuf,
+    /// The JVM options the ensemble's [`ServerConfig`] adds.
+    jvm: Vec<String>,
     child: Mutex<Option<Child>>,
     paused: AtomicBool,
 }
@@ -77,7 +82,7 @@ impl Server {
                 panic!("server {} is still running", self.id);
             }
         }
-        let spawned = launcher::spawn(&self.cfg_path(), &self.log_path(), &self.dir)
+        let spawned = launcher::spawn(&self.cfg_path(), &self.log_path(), &self.dir, &self.jvm)
             .unwrap_or_else(|e| panic!("cannot start java for server {}: {e}", self.id));
         *child = Some(spawned);
         self.paused.store(false, Ordering::SeqCst);
@@ -166,11 +171,16 @@ impl Ensemble {
     /// Starts `n` servers (1: standalone) and returns once every one serves and,
     /// for `n > 1`, a leader is elected.
     pub async fn start(n: usize) -> Ensemble {
+        Ensemble::start_with(n, &ServerConfig::default()).await
+    }
+
+    /// [`start`](Self::start) with `config`'s additions on every server.
+    pub async fn start_with(n: usize, config: &ServerConfig) -> Ensemble {
         assert!(n >= 1, "an ensemble needs at least one server");
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let ensemble = Ensemble::create(n);
+            let ensemble = Ensemble::create(n, config);
             for s in &ensemble.servers {
                 s.spawn();
             }
@@ -195,16 +205,23 @@ impl Ensemble {
     /// by every test that asks; each test must work under its own [`unique_root`].
     /// Never stop, kill or pause servers of a shared ensemble.
     pub async fn shared(n: usize) -> &'static Ensemble {
-        static SHARED: OnceLock<tokio::sync::Mutex<HashMap<usize, &'static Ensemble>>> =
-            OnceLock::new();
+        Ensemble::shared_with(n, ServerConfig::default()).await
+    }
+
+    /// [`shared`](Self::shared), one per `n` and `config`.
+    pub async fn shared_with(n: usize, config: ServerConfig) -> &'static Ensemble {
+        type Shared = HashMap<(usize, ServerConfig), &'static Ensemble>;
+        static SHARED: OnceLock<tokio::sync::Mutex<Shared>> = OnceLock::new();
         let map = SHARED.get_or_init(Default::default);
         let mut map = map.lock().await;
-        if let Some(e) = map.get(&n) {
+        let key = (n, config);
+        if let Some(e) = map.get(&key) {
             return e;
         }
-        let ensemble: &'static Ensemble = Box::leak(Box::new(Ensemble::start(n).await));
+        let started = Ensemble::start_with(n, &key.1).await;
+        let ensemble: &'static Ensemble = Box::leak(Box::new(started));
         remove_at_exit(ensemble);
-        map.insert(n, ensemble);
+        map.insert(key, ensemble);
         ensemble
     }
 
@@ -215,6 +232,17 @@ impl Ensemble {
             .map(Server::address)
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// `127.0.0.1:s1,127.0.0.1:s2,...`: the TLS client ports of an ensemble started with
+    /// [`ServerConfig::secure_client_port`]; panics for one without.
+    pub fn secure_connect_string(&self) -> String {
+        let address = |s: &Server| match s.secure_port {
+            Some(port) => format!("127.0.0.1:{port}"),
+            None => panic!("server {} has no TLS client port", s.id),
+        };
+        let addresses: Vec<String> = self.servers.iter().map(address).collect();
+        addresses.join(",")
     }
 
     /// Client address of server `i` (0-based).
@@ -458,7 +486,7 @@ impl Ensemble {
 
     // ----- internals -----
 
-    fn create(n: usize) -> Ensemble {
+    fn create(n: usize, config: &ServerConfig) -> Ensemble {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         remove_stale_dirs();
         let dir = std::env::temp_dir().join(format!(
@@ -467,28 +495,35 @@ impl Ensemble {
             COUNTER.fetch_add(1, Ordering::SeqCst)
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let ports = free_ports(3 * n);
+        let ports = free_ports(4 * n);
         let servers: Vec<Server> = (0..n)
-            .map(|i| Server {
-                id: i + 1,
-                client_port: ports[3 * i],
-                quorum_port: ports[3 * i + 1],
-                election_port: ports[3 * i + 2],
-                dir: dir.join(format!("s{}", i + 1)),
-                child: Mutex::new(None),
-                paused: AtomicBool::new(false),
+            .map(|i| {
+                let dir = dir.join(format!("s{}", i + 1));
+                Server {
+                    id: i + 1,
+                    client_port: ports[4 * i],
+                    secure_port: config.secure_client_port.then_some(ports[4 * i + 3]),
+                    quorum_port: ports[4 * i + 1],
+                    election_port: ports[4 * i + 2],
+                    jvm: (config.jvm.iter())
+                        .map(|option| ServerConfig::expand(option, &dir))
+                        .collect(),
+                    dir,
+                    child: Mutex::new(None),
+                    paused: AtomicBool::new(false),
+                }
             })
             .collect();
         let ensemble = Ensemble { dir, servers };
         for s in &ensemble.servers {
             ensemble
-                .write_config(s)
+                .write_config(s, config)
                 .unwrap_or_else(|e| panic!("cannot write config under {:?}: {e}", s.dir));
         }
         ensemble
     }
 
-    fn write_config(&self, s: &Server) -> io::Result<()> {
+    fn write_config(&self, s: &Server, config: &ServerConfig) -> io::Result<()> {
         let data = s.dir.join("data");
         std::fs::create_dir_all(&data)?;
         let mut cfg = format!(
@@ -520,6 +555,19 @@ impl Ensemble {
                 );
             }
             std::fs::write(data.join("myid"), format!("{}\n", s.id))?;
+        }
+        if let Some(port) = s.secure_port {
+            let _ = write!(
+                cfg,
+                "secureClientPort={port}\n\
+                 serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+            );
+        }
+        for line in &config.cfg {
+            let _ = writeln!(cfg, "{}", ServerConfig::expand(line, &s.dir));
+        }
+        for (name, contents) in &config.files {
+            std::fs::write(s.dir.join(name), contents)?;
         }
         std::fs::write(s.cfg_path(), cfg)
     }

@@ -17,18 +17,23 @@ struct Request {
     cfg: PathBuf,
     log: PathBuf,
     dir: PathBuf,
+    jvm: Vec<String>,
     reply: mpsc::Sender<io::Result<Child>>,
 }
 
 /// Class path of the server: `ZK_CLASSPATH`, or Debian's `zookeeper` package
-/// (its jar's manifest names its dependencies) plus slf4j-simple for logging.
+/// (its jar's manifest names its dependencies) plus slf4j-simple for logging and
+/// netty-codec, which the manifest leaves out and the Netty (TLS) server needs.
 pub fn classpath() -> String {
     if let Ok(cp) = std::env::var("ZK_CLASSPATH") {
         return cp;
     }
     let mut jars = vec!["/usr/share/java/zookeeper.jar"];
     // slf4j-simple logs to stderr, which goes to the server's log file.
-    for extra in ["/usr/share/java/slf4j-simple.jar"] {
+    for extra in [
+        "/usr/share/java/slf4j-simple.jar",
+        "/usr/share/java/netty-codec.jar",
+    ] {
         if Path::new(extra).exists() {
             jars.push(extra);
         }
@@ -59,6 +64,9 @@ fn command(req: &Request) -> io::Result<Command> {
         "-Dzookeeper.fastleader.maxNotificationInterval=1000",
         "-Dorg.slf4j.simpleLogger.showDateTime=true",
         "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+    ])
+    .args(&req.jvm)
+    .args([
         "-cp",
         &classpath(),
         "org.apache.zookeeper.server.quorum.QuorumPeerMain",
@@ -105,8 +113,8 @@ fn launcher() -> &'static Mutex<mpsc::Sender<Request>> {
     })
 }
 
-/// Starts `java ... QuorumPeerMain <cfg>` in `dir`, stdout and stderr appended to `log`.
-pub fn spawn(cfg: &Path, log: &Path, dir: &Path) -> io::Result<Child> {
+/// Starts `java <jvm> ... QuorumPeerMain <cfg>` in `dir`, stdout and stderr appended to `log`.
+pub fn spawn(cfg: &Path, log: &Path, dir: &Path, jvm: &[String]) -> io::Result<Child> {
     if std::env::var_os("ZK_CLASSPATH").is_none()
         && !Path::new("/usr/share/java/zookeeper.jar").exists()
     {
@@ -121,6 +129,7 @@ pub fn spawn(cfg: &Path, log: &Path, dir: &Path) -> io::Result<Child> {
         cfg: cfg.to_path_buf(),
         log: log.to_path_buf(),
         dir: dir.to_path_buf(),
+        jvm: jvm.to_vec(),
         reply,
     };
     launcher()

@@ -21,6 +21,8 @@
 //!   [`await_children`], [`await_count`], [`await_empty`], [`name`], [`sequence`];
 //! * session events: [`record_events`] and [`await_events`];
 //! * elections: [`join_election`], [`leaders`], [`await_one_leader`], [`participant_ids`];
+//! * secured servers: [`ServerConfig`] for [`Ensemble::start_with`] and
+//!   [`Ensemble::shared_with`] (extra `zoo.cfg` lines, JVM options, files, a TLS port);
 //! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
 //!   client off, [`expire_session`];
 //! * [`history`]: critical sections recorded and checked for mutual exclusion;
@@ -33,6 +35,7 @@
 
 mod candidates;
 mod clients;
+mod config;
 mod ensemble;
 mod events;
 pub mod history;
@@ -47,6 +50,7 @@ pub use candidates::{await_one_leader, join_election, leaders, participant_ids, 
 pub use clients::{
     live_client, observer, plain_client, session, tolerant_session, OBSERVER_TIMEOUT,
 };
+pub use config::ServerConfig;
 pub use ensemble::{expire_session, four_letter_at, unique_root, Ensemble};
 pub use events::{await_events, record_events, EventLog};
 pub use proxy::Proxy;

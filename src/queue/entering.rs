@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::SemaphorePermit;
 use tracing::debug;
 use uuid::Uuid;
-use zookeeper_client::{Acls, Client, CreateMode, CreateOptions};
+use zookeeper_client::{Client, CreateMode};
 
 use super::leaving::{spawn_removal, Removal};
 use super::order::{sequence, Ahead, SEQUENCE_DIGITS};
@@ -16,9 +16,6 @@ use super::{Blockers, Contender, Place, Queue, Wait};
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
 use crate::session::{reconnected, retry, Session};
-
-const CONTENDER: CreateOptions<'static> =
-    CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
 
 impl Queue {
     /// Enters the queue with a node holding `data`, in the session's turn and on its live
@@ -30,7 +27,10 @@ impl Queue {
     /// [`Error::ConnectionLoss`] (or [`Error::SessionExpired`]) at once instead.
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the root's ACL (or a parent's) denies creating nodes.
+    /// * [`Error::NoAuth`] if the root's ACL (or a parent's) denies creating nodes; nothing
+    ///   was created.
+    /// * [`Error::InvalidArgument`] if the servers refuse the queue's ACL (a creator-only
+    ///   ACL on a session without identity).
     /// * [`Error::EphemeralParent`] if the root lies under an ephemeral node.
     /// * [`Error::Closed`] if the session was closed.
     ///
@@ -75,10 +75,11 @@ impl Queue {
         let mut creating = Creating::new(session, client, &self.root, self.blockers);
         let client = creating.client.clone();
         let mut made_root = false;
+        let options = CreateMode::EphemeralSequential.with_acls(self.acl.acls());
         loop {
             let mut node = creating.prefix(self.name);
             // Sent back to back: the listing already holds the new node.
-            let create = client.create(&node, data, &CONTENDER);
+            let create = client.create(&node, data, &options);
             let list = client.list_children(&self.root);
             let created = create.await;
             let listed = list.await;
@@ -109,11 +110,11 @@ impl Queue {
         }
     }
 
-    /// Creates the root and its missing parents as container nodes.
+    /// Creates the root and its missing parents as container nodes, with the queue's ACL.
     async fn make_root(&self, client: &Client) -> Result<()> {
-        const OPTIONS: CreateOptions<'static> = CreateMode::Container.with_acls(Acls::anyone_all());
-        debug!(root = %self.root, "creating the recipe root");
-        retry(client, || client.mkdir(&self.root, &OPTIONS))
+        let options = CreateMode::Container.with_acls(self.acl.acls());
+        debug!(root = %self.root, acl = ?self.acl, "creating the recipe root");
+        retry(client, || client.mkdir(&self.root, &options))
             .await
             .map_err(|err| match err {
                 Error::ZooKeeper(zookeeper_client::Error::NoNode) => Error::InvalidPath {

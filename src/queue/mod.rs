@@ -64,6 +64,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn, Instrument, Span};
 use zookeeper_client::Client;
 
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::session::{retry, Session};
@@ -80,12 +81,14 @@ pub(crate) use waiting::Turn;
 /// anything is sent.
 pub(crate) const MAX_DATA: usize = 960 * 1024;
 
-/// A recipe root, the contender name used under it, and who blocks such a contender.
+/// A recipe root, the contender name used under it, who blocks such a contender, and
+/// the ACL of the nodes it creates.
 #[derive(Clone, Debug)]
 pub(crate) struct Queue {
     root: Arc<str>,
     name: &'static str,
     blockers: Blockers,
+    acl: NodeAcl,
 }
 
 /// Which contenders ahead keep a contender from holding.
@@ -184,16 +187,31 @@ impl Wait {
 
 impl Queue {
     /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`, each kept from
-    /// holding by `blockers` ahead of it.
+    /// holding by `blockers`, whose nodes get `acl`.
     ///
     /// # Notable errors
     /// * [`Error::InvalidPath`] if `root` is malformed or too long.
-    pub(crate) fn new(root: &str, name: &'static str, blockers: Blockers) -> Result<Queue> {
+    pub(crate) fn new(
+        root: &str,
+        name: &'static str,
+        blockers: Blockers,
+        acl: NodeAcl,
+    ) -> Result<Queue> {
         Ok(Queue {
             root: Arc::from(path::validate_root(root)?),
             name,
             blockers,
+            acl,
         })
+    }
+
+    /// The same queue, creating its nodes with `acl`.
+    pub(crate) fn with_acl(self, acl: NodeAcl) -> Queue {
+        Queue { acl, ..self }
+    }
+
+    pub(crate) fn acl(&self) -> NodeAcl {
+        self.acl
     }
 
     pub(crate) fn root(&self) -> &str {

@@ -1,22 +1,38 @@
 //! [`SessionBuilder`]: the settings of a [`Session`] and the connect that applies them.
+//!
+//! Every setting is checked when [`connect`](SessionBuilder::connect) is called, before
+//! anything is sent: a bad connect string, chroot, user name, PEM, or a creator-only ACL
+//! without an identity fail there with a clear error.
 
 use std::time::Duration;
 
 use tracing::{info, info_span, Instrument};
 use zookeeper_client::Client;
 
+use super::credentials::{Credentials, Login, Secret};
+use super::dialer::Dialer;
 use super::nodelay::Sockets;
+use super::probe::Transport;
+#[cfg(feature = "tls")]
+use super::tls::TlsSettings;
 use super::Session;
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 
 /// Configures and connects a [`Session`]; made by [`Session::builder`].
+///
+/// `Debug` output shows no password and no private key.
 #[derive(Clone, Debug)]
 pub struct SessionBuilder {
     pub(super) session_timeout: Duration,
     connection_timeout: Duration,
     chroot: Option<String>,
     tolerate_suspension: bool,
+    pub(super) node_acl: NodeAcl,
+    credentials: Credentials,
+    #[cfg(feature = "tls")]
+    tls: TlsSettings,
 }
 
 impl Default for SessionBuilder {
@@ -26,6 +42,10 @@ impl Default for SessionBuilder {
             connection_timeout: Duration::from_secs(10),
             chroot: None,
             tolerate_suspension: false,
+            node_acl: NodeAcl::Open,
+            credentials: Credentials::default(),
+            #[cfg(feature = "tls")]
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -64,6 +84,79 @@ impl SessionBuilder {
         self
     }
 
+    /// Authenticates the session as `user` with ZooKeeper's digest scheme
+    /// (`addauth digest user:password`), on every connection and on every new session
+    /// after expiry. A second call replaces the first.
+    ///
+    /// ZooKeeper accepts any digest identity at connect: a wrong password is not refused
+    /// there, it only makes nodes that the right identity owns refuse the session with
+    /// [`Error::NoAuth`] (nothing is created then). Where the servers support it, SASL
+    /// (feature `sasl`, `sasl_digest_md5`) refuses a wrong password at connect.
+    ///
+    /// The password is never shown in `Debug` output or logs. A user name that is empty or
+    /// contains `':'` fails [`connect`](Self::connect) with [`Error::InvalidArgument`].
+    pub fn digest_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.credentials.digest = Some(Login {
+            user: user.into(),
+            password: Secret::new(password.into()),
+        });
+        self
+    }
+
+    /// Authenticates the session with SASL DIGEST-MD5 as `user` (feature `sasl`), against
+    /// the users of the servers' JAAS `Server` section. The servers check the password when
+    /// the session is made: a wrong one fails [`connect`](Self::connect) with
+    /// [`Error::AuthFailed`]. The session's identity for ACLs is `sasl:<user>`.
+    ///
+    /// The password is never shown in `Debug` output or logs.
+    #[cfg(feature = "sasl")]
+    pub fn sasl_digest_md5(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.credentials.sasl = Some(Login {
+            user: user.into(),
+            password: Secret::new(password.into()),
+        });
+        self
+    }
+
+    /// The ACL of the nodes the session's recipes create (default [`NodeAcl::Open`]); a
+    /// recipe can override it. See [`NodeAcl`].
+    ///
+    /// A creator-only ACL without credentials ([`digest_auth`](Self::digest_auth), SASL, or
+    /// a TLS client certificate) fails [`connect`](Self::connect) with
+    /// [`Error::InvalidArgument`]: the servers would refuse every node.
+    pub fn node_acl(mut self, acl: NodeAcl) -> Self {
+        self.node_acl = acl;
+        self
+    }
+
+    /// Connects over TLS (feature `tls`), trusting servers whose certificate chains to a
+    /// certificate in `ca_pem`. Hosts stay `host:port`; each must be named (DNS name or IP
+    /// address) by its server's certificate.
+    ///
+    /// A PEM without a usable certificate fails [`connect`](Self::connect) with
+    /// [`Error::InvalidArgument`] before anything is sent.
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_pem(mut self, ca_pem: impl Into<String>) -> Self {
+        self.tls.ca_pem = Some(ca_pem.into());
+        self
+    }
+
+    /// The client certificate (chain) and its private key, in PEM, offered to servers that
+    /// ask for one (feature `tls`; needs [`tls_ca_pem`](Self::tls_ca_pem)).
+    ///
+    /// The key is never shown in `Debug` output or logs. A PEM without a certificate or a
+    /// key, or a key that does not belong to the certificate, fails
+    /// [`connect`](Self::connect) with [`Error::InvalidArgument`] before anything is sent.
+    #[cfg(feature = "tls")]
+    pub fn tls_identity_pem(
+        mut self,
+        cert_pem: impl Into<String>,
+        key_pem: impl Into<String>,
+    ) -> Self {
+        self.tls.identity = Some((cert_pem.into(), Secret::new(key_pem.into())));
+        self
+    }
+
     /// How long a suspended connection is tolerated before held locks count as lost, if
     /// [`tolerate_suspension`](Self::tolerate_suspension) is on: a third of `negotiated`.
     pub(crate) fn tolerated(&self, negotiated: Duration) -> Option<Duration> {
@@ -72,25 +165,94 @@ impl SessionBuilder {
 
     /// Connects to `hosts` (`"host:port,host:port"`).
     ///
+    /// Every attempt is bounded by the connection timeout, and the time is spent in rounds
+    /// that try every host once, with back-off between them. When every host refuses the
+    /// TLS settings, the connect fails at once instead of retrying.
+    ///
     /// # Notable errors
     /// * [`Error::InvalidConnectString`] if `hosts` cannot be parsed.
     /// * [`Error::InvalidPath`] if the chroot is malformed.
-    /// * [`Error::Unreachable`] if no session was established within the connection timeout.
+    /// * [`Error::InvalidArgument`] if a user name or a PEM is unusable, or a creator-only
+    ///   [`node_acl`](Self::node_acl) has no credentials to go with it; nothing was sent.
+    /// * [`Error::AuthFailed`] if the servers refused the SASL credentials.
+    /// * [`Error::Tls`] if every server refused the TLS settings (certificate not trusted,
+    ///   client certificate missing or refused, TLS spoken to a plaintext port or the
+    ///   reverse).
+    /// * [`Error::Unreachable`] if no session was established within the connection
+    ///   timeout; its reason says what each host did.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future abandons the attempt and leaves no session behind.
     pub async fn connect(self, hosts: &str) -> Result<Session> {
         let target = self.target(hosts)?;
-        let span = info_span!("zk.connect", hosts = %target);
+        let dialer = self.dialer()?;
+        let span = info_span!(
+            "zk.connect",
+            hosts = %target,
+            auth = self.credentials.schemes(),
+            tls = self.tls_enabled(),
+        );
         async move {
             let mut sockets = Sockets::before_connecting(&target);
-            let client = self.connect_once(&target).await?;
+            let client = dialer.dial(&target).await?;
             sockets.set_nodelay_on_new();
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
-            Ok(Session::start(self, target, client, sockets))
+            Ok(Session::start(self, dialer, target, client, sockets))
         }
         .instrument(span)
         .await
+    }
+
+    /// Checks the credentials, the ACL and the TLS settings; the dialer that applies them.
+    fn dialer(&self) -> Result<Dialer> {
+        self.credentials.validate()?;
+        let transport = self.transport()?;
+        if self.node_acl.needs_identity() && !self.has_identity() {
+            return Err(Error::InvalidArgument(format!(
+                "node ACL {:?} needs an authenticated session: set digest_auth (or SASL, or a \
+                 TLS client certificate)",
+                self.node_acl
+            )));
+        }
+        let connector = Client::connector().with_session_timeout(self.session_timeout);
+        let connector = self.credentials.apply(connector);
+        #[cfg(feature = "tls")]
+        let connector = match &transport {
+            Transport::Tls(tls) => connector.with_tls(tls.options.clone()),
+            Transport::Plain => connector,
+        };
+        Ok(Dialer::new(
+            connector,
+            transport,
+            self.connection_timeout,
+            self.credentials.refused(),
+        ))
+    }
+
+    /// Plaintext, or TLS with the checked PEMs.
+    fn transport(&self) -> Result<Transport> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = self.tls.prepare()? {
+            return Ok(Transport::Tls(Box::new(tls)));
+        }
+        Ok(Transport::Plain)
+    }
+
+    /// Whether the session will authenticate as someone: credentials, or a client
+    /// certificate (which servers may map to an identity).
+    fn has_identity(&self) -> bool {
+        #[cfg(feature = "tls")]
+        if self.tls.identity.is_some() {
+            return true;
+        }
+        self.credentials.any()
+    }
+
+    fn tls_enabled(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.enabled();
+        #[cfg(not(feature = "tls"))]
+        false
     }
 
     /// The connect string with the chroot appended.
@@ -106,35 +268,11 @@ impl SessionBuilder {
             None => Ok(hosts.to_owned()),
         }
     }
-
-    pub(super) async fn connect_once(&self, target: &str) -> Result<Client> {
-        let connecting = Client::connector()
-            .with_session_timeout(self.session_timeout)
-            .connect(target);
-        match tokio::time::timeout(self.connection_timeout, connecting).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(zookeeper_client::Error::BadArguments(reason))) => {
-                Err(invalid_hosts(target, reason))
-            }
-            Ok(Err(err)) => Err(unreachable(target, err.to_string())),
-            Err(_) => Err(unreachable(
-                target,
-                format!("no session within {:?}", self.connection_timeout),
-            )),
-        }
-    }
 }
 
 fn invalid_hosts(hosts: &str, reason: &str) -> Error {
     Error::InvalidConnectString {
         hosts: hosts.to_owned(),
         reason: reason.to_owned(),
-    }
-}
-
-fn unreachable(hosts: &str, reason: String) -> Error {
-    Error::Unreachable {
-        hosts: hosts.to_owned(),
-        reason,
     }
 }

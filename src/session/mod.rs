@@ -2,7 +2,12 @@
 
 mod builder;
 mod connection;
+mod credentials;
+mod dialer;
 mod nodelay;
+mod probe;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -12,11 +17,13 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
 
+use dialer::Dialer;
 use nodelay::Sockets;
 
 pub use builder::SessionBuilder;
 pub(crate) use connection::{connected_now, connection_lost, reconnected, retry, terminal};
 
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 
 /// How many queue entries (a create and its listing) one session has in flight at once.
@@ -83,6 +90,8 @@ pub struct Session {
 #[derive(Debug)]
 struct Inner {
     builder: SessionBuilder,
+    /// Makes the new session after expiry, with the same credentials and TLS settings.
+    dialer: Dialer,
     current: watch::Sender<Current>,
     events: watch::Sender<SessionEvent>,
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -126,12 +135,19 @@ impl Session {
         SessionBuilder::default()
     }
 
-    fn start(builder: SessionBuilder, target: String, client: Client, sockets: Sockets) -> Session {
+    fn start(
+        builder: SessionBuilder,
+        dialer: Dialer,
+        target: String,
+        client: Client,
+        sockets: Sockets,
+    ) -> Session {
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
         let inner = Arc::new(Inner {
             builder,
+            dialer,
             current,
             events,
             keeper: std::sync::Mutex::new(None),
@@ -170,6 +186,12 @@ impl Session {
     /// [`Client::session_timeout`]).
     pub fn session_timeout(&self) -> Duration {
         self.inner.builder.session_timeout
+    }
+
+    /// The ACL of the nodes this session's recipes create unless a recipe overrides it
+    /// ([`SessionBuilder::node_acl`]).
+    pub fn node_acl(&self) -> NodeAcl {
+        self.inner.builder.node_acl
     }
 
     /// Closes the session: publishes [`SessionEvent::Closed`], stops renewing, and ends the
@@ -302,9 +324,9 @@ async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>, mut 
         }
         session.current.send_replace(Current::Renewing);
         session.events.send_replace(SessionEvent::Expired);
-        let builder = session.builder.clone();
+        let dialer = session.dialer.clone();
         drop(session);
-        let renewed = Arc::new(renew(&builder, &target).await);
+        let renewed = Arc::new(renew(&dialer, &target).await);
         sockets.set_nodelay_on_new();
         let Some(session) = inner.upgrade() else {
             return;
@@ -352,17 +374,24 @@ async fn follow(
     }
 }
 
-/// Connects a fresh session, backing off between failed attempts (100 ms doubling to 5 s).
-async fn renew(builder: &SessionBuilder, target: &str) -> Client {
+/// Connects a fresh session with the credentials and TLS settings of the first one, backing
+/// off between failed attempts (100 ms doubling to 5 s).
+async fn renew(dialer: &Dialer, target: &str) -> Client {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match builder.connect_once(target).await {
+        match dialer.dial(target).await {
             Ok(client) => {
                 info!(session = %client.session_id(), "new session after expiry");
                 return client;
             }
             Err(err) => {
-                debug!(%err, ?backoff, "renewing the session failed; retrying");
+                match err {
+                    Error::Unreachable { .. } => {
+                        debug!(%err, ?backoff, "renewing failed; retrying")
+                    }
+                    // Credentials or TLS refused: worth a warning, nothing else to tell.
+                    _ => warn!(%err, ?backoff, "renewing the session was refused; retrying"),
+                }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }

@@ -1,0 +1,165 @@
+//! The command line: commands, options, and the help that explains them.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+
+use crate::duration;
+use crate::status;
+
+/// Run a command under a ZooKeeper lock or leadership; observe a lock or an election.
+#[derive(Debug, Parser)]
+#[command(name = "zk-recipes", version, after_help = status::HELP)]
+pub struct Cli {
+    /// More log on stderr: -v for info, -vv for debug (default: warnings only).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Wait for a lock, run CMD while holding it, release it when CMD exits.
+    ///
+    /// CMD gets ZK_LOCK_NODE (the lock node's path) and ZK_FENCING_TOKEN (a number that
+    /// grows with every holder of the lock: hand it to what CMD writes to, so that it can
+    /// refuse a stale holder). If the lock is lost while CMD runs (session expired,
+    /// connection suspended, node deleted), CMD's process group gets SIGTERM, then SIGKILL
+    /// after --kill-after, and zk-recipes exits with 79. SIGINT and SIGTERM are passed on
+    /// to CMD; the lock is released once CMD has exited. Without CMD: prints the node and
+    /// the token, and holds the lock until SIGINT or SIGTERM.
+    #[command(after_help = help(LOCK_EXAMPLES))]
+    Lock(Lock),
+    /// Join an election and run CMD only while leading, again each time it leads.
+    ///
+    /// CMD gets ZK_LEADER_NODE (the leader's node) and ZK_LEADER_TERM (a number that grows
+    /// with every leader: a fencing token). If leadership is lost while CMD runs, CMD is
+    /// killed as by `lock`. When CMD exits while leading, zk-recipes resigns (another
+    /// candidate may lead), waits --restart-after and joins again; with --once it exits with
+    /// CMD's status instead (79 if leadership was lost). SIGINT and SIGTERM are passed on to
+    /// CMD; zk-recipes resigns once CMD has exited, and exits with CMD's status. Without
+    /// CMD: prints the node and the term whenever it leads.
+    #[command(after_help = help(ELECT_EXAMPLES))]
+    Elect(Elect),
+    /// Print who holds and waits for a lock, or leads and follows in an election, now and
+    /// on every change.
+    ///
+    /// One line per change; with --json, one JSON object per line. Runs until SIGINT or
+    /// SIGTERM.
+    #[command(after_help = help(OBSERVE_EXAMPLES))]
+    Observe(Observe),
+    /// Print who holds and waits for a lock, or leads and follows in an election, once.
+    #[command(after_help = help(STATUS_EXAMPLES))]
+    Status(Observe),
+}
+
+/// `zk-recipes lock`.
+#[derive(Debug, Args)]
+pub struct Lock {
+    /// The lock's path, e.g. /locks/nightly-backup.
+    pub path: String,
+    /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting.
+    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(flatten)]
+    pub run: Run,
+}
+
+/// `zk-recipes elect`.
+#[derive(Debug, Args)]
+pub struct Elect {
+    /// The election's path, e.g. /election/indexer.
+    pub path: String,
+    /// This candidate's id, shown to observers (e.g. the host name).
+    #[arg(long)]
+    pub id: String,
+    /// Run CMD once, as leader, and exit with its status.
+    #[arg(long)]
+    pub once: bool,
+    /// After CMD exits while leading: how long to wait before joining again.
+    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "1s")]
+    pub restart_after: Duration,
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(flatten)]
+    pub run: Run,
+}
+
+/// `zk-recipes observe` and `zk-recipes status`.
+#[derive(Debug, Args)]
+pub struct Observe {
+    /// The lock's or election's path.
+    pub path: String,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// How to reach ZooKeeper.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// ZooKeeper servers: `host:port[,host:port...][/chroot]`.
+    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181")]
+    pub hosts: String,
+    /// The session timeout to ask the servers for: how long after zk-recipes is cut off or
+    /// killed its lock or leadership can pass to another.
+    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
+    pub session_timeout: Duration,
+    /// How long to try to reach a server before giving up (exit 69).
+    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
+    pub connect_timeout: Duration,
+}
+
+/// What is held while CMD runs, and CMD.
+#[derive(Debug, Args)]
+pub struct Run {
+    /// After a loss: how long CMD has between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "5s")]
+    pub kill_after: Duration,
+    /// Keep trusting the lock or leadership while the connection is down, for up to a third
+    /// of the session timeout (default: a lost connection counts as a loss at once).
+    #[arg(long)]
+    pub tolerate_suspension: bool,
+    /// The command to run, after `--`, with its arguments. It runs in a process group of
+    /// its own, with zk-recipes' standard input and output.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+const LOCK_EXAMPLES: &str = "\
+Examples:
+  # Run the nightly backup on one machine at a time; give up after a minute of waiting:
+  zk-recipes lock --hosts zk1:2181,zk2:2181,zk3:2181 --timeout 1m /locks/backup -- ./backup.sh
+
+  # Pass the fencing token on to the resource:
+  zk-recipes lock /locks/orders -- sh -c 'migrate --fencing-token \"$ZK_FENCING_TOKEN\"'";
+
+const ELECT_EXAMPLES: &str = "\
+Examples:
+  # Run the indexer on exactly one of several machines; a standby takes over when it dies:
+  zk-recipes elect /election/indexer --id \"$(hostname)\" --session-timeout 4s -- ./indexer
+
+  # Lead once, then exit with the job's status:
+  zk-recipes elect --once /election/report --id \"$(hostname)\" -- ./report.sh";
+
+const OBSERVE_EXAMPLES: &str = "\
+Examples:
+  zk-recipes observe /election/indexer
+  zk-recipes observe --json /locks/backup | jq -c .holder";
+
+const STATUS_EXAMPLES: &str = "\
+Examples:
+  zk-recipes status /election/indexer
+  zk-recipes status --json /locks/backup";
+
+/// A command's examples followed by the exit statuses.
+fn help(examples: &str) -> String {
+    format!("{examples}\n\n{}", status::HELP)
+}

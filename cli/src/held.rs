@@ -1,0 +1,204 @@
+//! Holding something in ZooKeeper (a lock, a leadership) while CMD runs, and stopping CMD
+//! as soon as it is lost.
+//!
+//! * CMD starts only while what is held is still trusted; it gets the holding's
+//!   variables ([`Held::env`]) in its environment.
+//! * **Loss.** When the holding is lost, CMD's process group gets SIGTERM, then SIGKILL
+//!   after `--kill-after`; the outcome is [`Outcome::Lost`] however CMD then exits.
+//! * **Signals.** SIGINT and SIGTERM sent to zk-recipes are passed on to CMD's group;
+//!   zk-recipes waits for CMD to exit (and stops it as above if the holding is lost
+//!   meanwhile).
+//! * **Without CMD** the variables are printed, one `NAME=value` line each, and the holding
+//!   is kept until a signal or its loss.
+//!
+//! The caller releases what it held once this returns: CMD has exited by then.
+
+use std::future::Future;
+use std::io::{self, Write as _};
+use std::process::ExitStatus;
+
+use nix::sys::signal::Signal;
+use tokio::time::Instant;
+use tracing::{info_span, warn, Instrument};
+use zk_recipes::{Loss, Result};
+
+use crate::args::Run;
+use crate::child::{self, Child};
+use crate::signals::Signals;
+use crate::status;
+
+/// Something held in ZooKeeper that can be lost.
+pub trait Held {
+    /// What it is, for messages ("lock", "leadership").
+    const WHAT: &'static str;
+
+    /// The variables CMD gets.
+    fn env(&self) -> Vec<(&'static str, String)>;
+
+    /// Resolves once it can no longer be trusted (cancel safe).
+    fn lost(&self) -> impl Future<Output = Loss>;
+}
+
+/// How holding ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// CMD ran to its end.
+    Finished(ExitStatus),
+    /// A signal came: CMD got it and ended with this status (`None`: no CMD).
+    Stopped(Option<ExitStatus>),
+    /// The holding was lost; CMD, if it ran, was stopped.
+    Lost,
+    /// CMD could not be started.
+    NotStarted(io::Error),
+    /// CMD could not be waited for.
+    Unknown,
+}
+
+impl Outcome {
+    /// zk-recipes' exit status for this outcome.
+    pub fn status(&self) -> u8 {
+        match self {
+            Outcome::Finished(exit) | Outcome::Stopped(Some(exit)) => status::of_exit(*exit),
+            Outcome::Stopped(None) => 0,
+            Outcome::Lost => status::LOST,
+            Outcome::NotStarted(err) => status::of_spawn_error(err),
+            Outcome::Unknown => status::OS_ERROR,
+        }
+    }
+}
+
+/// Waits for `acquiring`; if it gives something to hold, runs CMD while holding it (see
+/// [`hold`]), then releases it with `release`. Returns zk-recipes' exit status.
+///
+/// `acquiring` gives `None` when it gave up in time (`--timeout`).
+pub async fn acquire_and_run<H: Held, R>(
+    acquiring: impl Future<Output = Result<Option<H>>>,
+    release: impl FnOnce(H) -> R,
+    run: &Run,
+    signals: &mut Signals,
+) -> u8
+where
+    R: Future<Output = Result<()>>,
+{
+    let held = match signals.or(acquiring).await {
+        Err(signal) => return status::of_signal(signal),
+        Ok(Err(err)) => return status::report(&err),
+        Ok(Ok(None)) => {
+            eprintln!("zk-recipes: {} not acquired within --timeout", H::WHAT);
+            return status::TIMED_OUT;
+        }
+        Ok(Ok(Some(held))) => held,
+    };
+    let outcome = hold(&held, run, signals).await;
+    match (release(held).await, &outcome) {
+        (Ok(()), _) | (Err(_), Outcome::Lost) => {}
+        (Err(err), _) => warn!(%err, "release not confirmed; the node goes with the session"),
+    }
+    outcome.status()
+}
+
+/// Runs CMD (or, without one, waits for a signal) while `held` is trusted; stops CMD when
+/// it is lost.
+pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcome {
+    let env = held.env();
+    // Lost since it was acquired: CMD must not start.
+    if let Some(loss) = already(held.lost()).await {
+        report_loss::<H>(loss);
+        return Outcome::Lost;
+    }
+    if run.command.is_empty() {
+        print_env(&env);
+        return tokio::select! {
+            loss = held.lost() => {
+                report_loss::<H>(loss);
+                Outcome::Lost
+            }
+            _ = signals.recv() => Outcome::Stopped(None),
+        };
+    }
+    let child = match child::spawn(&run.command, &env) {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!("zk-recipes: cannot run {:?}: {err}", run.command[0]);
+            return Outcome::NotStarted(err);
+        }
+    };
+    supervise(held, child, run, signals)
+        .instrument(info_span!("cmd", what = H::WHAT))
+        .await
+}
+
+/// Waits for CMD, passing signals on, and stops it if `held` is lost.
+async fn supervise<H: Held>(
+    held: &H,
+    mut child: Child,
+    run: &Run,
+    signals: &mut Signals,
+) -> Outcome {
+    let mut lost = false;
+    let mut kill_at = None;
+    let mut stopped = false;
+    loop {
+        tokio::select! {
+            exit = child.wait() => {
+                return match (exit, lost, stopped) {
+                    (Err(err), _, _) => {
+                        eprintln!("zk-recipes: cannot wait for CMD: {err}");
+                        Outcome::Unknown
+                    }
+                    (Ok(_), true, _) => Outcome::Lost,
+                    (Ok(exit), false, true) => Outcome::Stopped(Some(exit)),
+                    (Ok(exit), false, false) => Outcome::Finished(exit),
+                };
+            }
+            loss = held.lost(), if !lost => {
+                report_loss::<H>(loss);
+                eprintln!(
+                    "zk-recipes: stopping CMD: SIGTERM, SIGKILL after {:?}",
+                    run.kill_after
+                );
+                child.signal(Signal::SIGTERM);
+                lost = true;
+                kill_at = Some(Instant::now() + run.kill_after);
+            }
+            () = at(kill_at) => {
+                child.signal(Signal::SIGKILL);
+                kill_at = None;
+            }
+            signal = signals.recv() => {
+                child.signal(signal);
+                stopped = true;
+            }
+        }
+    }
+}
+
+/// What `future` gives without waiting, if anything.
+async fn already<T>(future: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        output = future => Some(output),
+        () = std::future::ready(()) => None,
+    }
+}
+
+/// Resolves at `deadline`; never without one.
+async fn at(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn report_loss<H: Held>(loss: Loss) {
+    eprintln!("zk-recipes: {} lost: {loss:?}", H::WHAT);
+}
+
+/// Prints `NAME=value` lines on stdout (a closed stdout is no reason to let go).
+fn print_env(env: &[(&str, String)]) {
+    let mut out = io::stdout().lock();
+    for (name, value) in env {
+        let _ = writeln!(out, "{name}={value}");
+    }
+    let _ = out.flush();
+}

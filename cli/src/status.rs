@@ -1,0 +1,92 @@
+//! Exit statuses: CMD's own when it ran to its end, else one of zk-recipes' own.
+//!
+//! zk-recipes' statuses avoid the ones shells and common tools give meaning to (1 and 2
+//! for general errors and misuse, 124–125 for `timeout(1)`, 126–127 for a command that
+//! cannot run, 128+N for death by signal N) and follow `sysexits.h` where it has a
+//! meaning that fits:
+//!
+//! | status | meaning |
+//! |---|---|
+//! | CMD's | CMD ran to its end (128+N if it died of signal N), also after a forwarded signal |
+//! | 64 (`EX_USAGE`) | bad arguments: unknown option, malformed path or duration, empty id |
+//! | 69 (`EX_UNAVAILABLE`) | ZooKeeper cannot be used: no server reachable, the ACL denies it, the session ended |
+//! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD |
+//! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |
+//! | 79 | the lock or leadership was lost while CMD ran; CMD was killed |
+//! | 126, 127 | CMD could not be run, or was not found (as in shells) |
+//! | 128+N | stopped by signal N while waiting; CMD did not run |
+//!
+//! 79 is the first status past the `sysexits.h` range, which has no status for "lost".
+
+use std::io;
+use std::process::ExitStatus;
+
+use nix::sys::signal::Signal;
+use zk_recipes::Error;
+
+/// Bad arguments (`EX_USAGE`).
+pub const USAGE: u8 = 64;
+/// ZooKeeper cannot be used (`EX_UNAVAILABLE`).
+pub const UNAVAILABLE: u8 = 69;
+/// The operating system refused (`EX_OSERR`).
+pub const OS_ERROR: u8 = 71;
+/// Not acquired within `--timeout` (`EX_TEMPFAIL`).
+pub const TIMED_OUT: u8 = 75;
+/// Lost while CMD ran; CMD was killed.
+pub const LOST: u8 = 79;
+/// CMD was found but could not be run.
+pub const CANNOT_RUN: u8 = 126;
+/// CMD was not found.
+pub const NOT_FOUND: u8 = 127;
+
+/// The table above, for `--help`.
+pub const HELP: &str = "\
+Exit status:
+  CMD's status   CMD ran to its end (128+N if it died of signal N)
+  64             bad arguments
+  69             ZooKeeper cannot be used (no server reachable, ACL denies, session ended)
+  71             the operating system refused (signal handlers, waiting for CMD)
+  75             not acquired within --timeout; CMD did not run
+  79             the lock or leadership was lost while CMD ran; CMD was killed
+  126, 127       CMD could not be run, or was not found
+  128+N          stopped by signal N while waiting; CMD did not run";
+
+/// Reports a failure of the library on stderr; returns its status.
+pub fn report(err: &Error) -> u8 {
+    eprintln!("zk-recipes: {err}");
+    of_error(err)
+}
+
+/// The status for a failure of the library: the caller's input, or ZooKeeper.
+pub fn of_error(err: &Error) -> u8 {
+    match err {
+        Error::InvalidPath { .. }
+        | Error::InvalidArgument(_)
+        | Error::InvalidConnectString { .. }
+        | Error::EphemeralParent { .. } => USAGE,
+        _ => UNAVAILABLE,
+    }
+}
+
+/// The status that passes on how a process ended, as a shell reports it.
+pub fn of_exit(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(OS_ERROR),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(u8::MAX),
+        (None, None) => OS_ERROR,
+    }
+}
+
+/// The status for being stopped by `signal` while waiting (128+N).
+pub fn of_signal(signal: Signal) -> u8 {
+    u8::try_from(128 + signal as i32).unwrap_or(u8::MAX)
+}
+
+/// The status for a CMD that could not be started.
+pub fn of_spawn_error(err: &io::Error) -> u8 {
+    match err.kind() {
+        io::ErrorKind::NotFound => NOT_FOUND,
+        _ => CANNOT_RUN,
+    }
+}

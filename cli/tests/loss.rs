@@ -1,0 +1,108 @@
+//! `zk-recipes lock` when the lock is lost while CMD runs, and when zk-recipes is sent a
+//! signal, against a real ZooKeeper server.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::{alive, await_lines, exit_within, signal, start, Test};
+use tokio::process::Child;
+use zk_harness::{await_count, name, observer, PATIENCE};
+
+/// Writes its pid and lock node to `$0`, then sleeps; on SIGTERM writes `TERM` to `$1` and
+/// exits 0.
+const TRAPS_TERM: &str = r#"trap 'echo TERM > "$1"; exit 0' TERM
+echo "$$ $ZK_LOCK_NODE" > "$0"; sleep 60 & wait"#;
+
+/// Writes its pid and lock node to `$0`, then sleeps through SIGTERM.
+const IGNORES_TERM: &str = r#"trap '' TERM; echo "$$ $ZK_LOCK_NODE" > "$0"; sleep 60"#;
+
+/// Starts `zk-recipes lock [options] ROOT -- sh -c SCRIPT STARTED TERMED`; returns it with
+/// CMD's pid and lock node once CMD runs.
+async fn lock_running(test: &Test, options: &[&str], script: &str) -> (Child, i32, String) {
+    let started = test.scratch.file("started");
+    let mut lock = test.command(&["lock"]);
+    lock.args(options)
+        .args([&test.root, "--", "sh", "-c", script]);
+    let lock = start(lock.arg(&started).arg(test.scratch.file("termed")));
+    let line = await_lines(&started, 1).await.remove(0);
+    let (pid, node) = line.split_once(' ').expect("pid and node");
+    (lock, pid.parse().expect("a pid"), node.to_owned())
+}
+
+/// Deletes `node` as an operator would; returns when the server has confirmed it.
+async fn delete_from_outside(test: &Test, node: &str) -> Instant {
+    let client = observer(&test.hosts).await;
+    client
+        .delete(node, None)
+        .await
+        .expect("delete the lock node");
+    Instant::now()
+}
+
+#[tokio::test]
+async fn deleted_node_stops_cmd_with_sigterm_and_exits_79() {
+    let test = Test::new("deleted").await;
+    let (mut lock, _, node) = lock_running(&test, &[], TRAPS_TERM).await;
+
+    let deleted = delete_from_outside(&test, &node).await;
+    await_lines(&test.scratch.file("termed"), 1).await;
+    let after = deleted.elapsed();
+
+    assert!(
+        after < Duration::from_secs(1),
+        "SIGTERM came {after:?} after the deletion"
+    );
+    assert_eq!(exit_within(&mut lock, PATIENCE).await.code(), Some(79));
+    assert!(test.children().await.is_empty());
+}
+
+#[tokio::test]
+async fn cmd_that_ignores_sigterm_is_killed_after_kill_after() {
+    let test = Test::new("ignores").await;
+    let (mut lock, pid, node) = lock_running(&test, &["--kill-after", "1s"], IGNORES_TERM).await;
+
+    let deleted = delete_from_outside(&test, &node).await;
+    let status = exit_within(&mut lock, PATIENCE).await;
+    let after = deleted.elapsed();
+
+    assert_eq!(status.code(), Some(79));
+    assert!(
+        after >= Duration::from_millis(900),
+        "killed {after:?} after the deletion"
+    );
+    assert!(
+        after < Duration::from_millis(2500),
+        "killed {after:?} after the deletion"
+    );
+    assert!(!alive(pid), "CMD survived SIGKILL");
+}
+
+#[tokio::test]
+async fn sigterm_is_passed_to_cmd_and_the_lock_released_after_it() {
+    let test = Test::new("sigterm").await;
+    let (mut lock, _, _) = lock_running(&test, &[], TRAPS_TERM).await;
+
+    signal(&lock, Signal::SIGTERM);
+    let status = exit_within(&mut lock, PATIENCE).await;
+
+    assert_eq!(await_lines(&test.scratch.file("termed"), 1).await, ["TERM"]);
+    assert_eq!(status.code(), Some(0), "CMD's own status");
+    // Released before zk-recipes exited: nothing to wait for.
+    assert!(test.children().await.is_empty());
+}
+
+#[tokio::test]
+async fn sigint_while_waiting_exits_130_and_leaves_no_node() {
+    let test = Test::new("sigint").await;
+    let (_session, held) = test.hold_lock().await;
+    let mut lock = start(&mut test.command(&["lock", &test.root, "--", "true"]));
+    await_count(&observer(&test.hosts).await, &test.root, 2).await;
+
+    signal(&lock, Signal::SIGINT);
+
+    assert_eq!(exit_within(&mut lock, PATIENCE).await.code(), Some(128 + 2));
+    // Its session was closed before it exited: its node is gone already.
+    assert_eq!(test.children().await, [name(held.node())]);
+}

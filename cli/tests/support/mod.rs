@@ -1,0 +1,150 @@
+//! Running the `zk-recipes` binary in tests, against servers from `zk-harness`.
+//!
+//! Every process is started with `kill_on_drop`, so a failing test leaves none behind; each
+//! test works in a scratch directory of its own, removed when it passes.
+
+#![allow(dead_code)] // each test binary uses a part
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use zk_harness::{bounded, children, observer, unique_root, Ensemble, PATIENCE};
+use zk_recipes::{Mutex, MutexGuard, Session};
+
+/// What a test works on: the binary's shared standalone server, a lock or election path and
+/// a scratch directory of its own.
+#[derive(Debug)]
+pub struct Test {
+    pub hosts: String,
+    pub root: String,
+    pub scratch: Scratch,
+}
+
+impl Test {
+    pub async fn new(name: &str) -> Test {
+        let ensemble = Ensemble::shared(1).await;
+        Test {
+            hosts: ensemble.connect_string(),
+            root: unique_root(&format!("cli-{name}")),
+            scratch: Scratch::new(name),
+        }
+    }
+
+    /// `zk-recipes ARGS` on the test's server.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = zk_recipes(&self.hosts);
+        command.args(args);
+        command
+    }
+
+    /// Takes the lock on the test's path with the library, on a session of its own.
+    pub async fn hold_lock(&self) -> (Session, MutexGuard) {
+        let session = Session::connect(&self.hosts).await.expect("connect");
+        let mutex = Mutex::new(&session, &self.root).expect("a mutex");
+        let guard = mutex.lock().await.expect("lock");
+        (session, guard)
+    }
+
+    /// The names of the path's children now, in queue order.
+    pub async fn children(&self) -> Vec<String> {
+        children(&observer(&self.hosts).await, &self.root).await
+    }
+}
+
+/// A `zk-recipes` command on `hosts`: arguments still to add; standard input closed.
+pub fn zk_recipes(hosts: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_zk-recipes"));
+    command
+        .env("ZK_HOSTS", hosts)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// Starts `command`; fails the test if it cannot.
+pub fn start(command: &mut Command) -> Child {
+    command.spawn().expect("start zk-recipes")
+}
+
+/// Waits for `child` to exit, at most `within`; fails the test otherwise.
+pub async fn exit_within(child: &mut Child, within: Duration) -> ExitStatus {
+    bounded("zk-recipes to exit", within, child.wait())
+        .await
+        .expect("wait for zk-recipes")
+}
+
+/// Sends `signal` to `child` (zk-recipes itself, not its CMD).
+pub fn signal(child: &Child, signal: Signal) {
+    let pid = child.id().expect("zk-recipes still running");
+    let pid = Pid::from_raw(i32::try_from(pid).expect("a pid"));
+    kill(pid, signal).expect("signal zk-recipes");
+}
+
+/// Whether process `pid` still exists (a zombie counts as gone).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.contains(") Z "),
+        Err(_) => false,
+    }
+}
+
+/// A directory of the test's own under the system's temporary directory.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("zkr-cli-test-{}-{name}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create a scratch directory");
+        Scratch(dir)
+    }
+
+    /// The path of `file` in it, as CMD's argument.
+    pub fn file(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Waits until `file` holds at least `lines` lines; returns them. Fails the test after
+/// [`PATIENCE`].
+pub async fn await_lines(file: &Path, lines: usize) -> Vec<String> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let read: Vec<String> = text.lines().map(str::to_owned).collect();
+        if read.len() >= lines {
+            return read;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never held {lines} lines; it holds {read:?}",
+            file.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The lines of `file` now (none if it does not exist).
+pub fn lines(file: &Path) -> Vec<String> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}

@@ -1,0 +1,212 @@
+//! Dialing the ensemble: one new session within the connection timeout, with the session's
+//! credentials and TLS settings. Used for the first session and for every new session
+//! after expiry.
+//!
+//! A dial is a series of *rounds*. In a round the client tries every host once
+//! (zookeeper-client's `fail_eagerly`) and the round fails as soon as every host failed;
+//! rounds repeat with back-off (100 ms, doubling to 1 s) until a session is made or the
+//! connection timeout has passed. Left to itself the client would cycle through the hosts
+//! until its own deadline and then say only "timeout"; one round at a time, the dialer
+//! sees each failure and can look into it. Repeating rounds keeps a single virtual IP in
+//! front of the ensemble usable (one round is then one attempt, and the next may reach
+//! another server), which `fail_eagerly` alone would not.
+//!
+//! After the first failed round every host is looked at once (see `probe`): when every
+//! host refused the TLS settings (an untrusted certificate, a missing client certificate,
+//! a plaintext client on a TLS port or the reverse), retrying cannot help, and the dial
+//! fails at once with [`Error::Tls`]. Otherwise it goes on, and if the connection timeout
+//! passes, fails with [`Error::Unreachable`], whose reason tells what each host did.
+//! Refused SASL credentials end the dial at once with [`Error::AuthFailed`].
+
+use std::fmt::{self, Write as _};
+use std::time::{Duration, Instant};
+
+use tracing::{debug, debug_span, Instrument};
+use zookeeper_client::{Client, Connector};
+
+use super::probe::{self, Finding, Host, Transport};
+use crate::error::{Error, Result};
+
+/// The pause after the first failed round; it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// Everything needed to make a session, checked once.
+#[derive(Clone)]
+pub(crate) struct Dialer {
+    /// With the credentials, TLS and `fail_eagerly`; it never shows in `Debug`.
+    connector: Connector,
+    transport: Transport,
+    /// Whether plain `host:port` entries are reached over TLS.
+    secure: bool,
+    connection_timeout: Duration,
+    /// The reason of an [`Error::AuthFailed`].
+    refused: String,
+}
+
+impl fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dialer")
+            .field("tls", &self.secure)
+            .field("connection_timeout", &self.connection_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dialer {
+    /// A dialer with `connector` (credentials and TLS already applied).
+    pub(super) fn new(
+        connector: Connector,
+        transport: Transport,
+        connection_timeout: Duration,
+        refused: String,
+    ) -> Dialer {
+        let secure = !matches!(transport, Transport::Plain);
+        Dialer {
+            connector: connector.with_fail_eagerly(),
+            transport,
+            secure,
+            connection_timeout,
+            refused,
+        }
+    }
+
+    /// Makes a new session on `target` (the connect string with its chroot).
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidConnectString`] if the client cannot parse `target`.
+    /// * [`Error::AuthFailed`] if the servers refused the SASL credentials.
+    /// * [`Error::Tls`] if every host refused the TLS settings.
+    /// * [`Error::Unreachable`] if no session was made within the connection timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped dial leaves no session behind.
+    pub(super) async fn dial(&self, target: &str) -> Result<Client> {
+        let deadline = Instant::now() + self.connection_timeout;
+        let mut pause = FIRST_PAUSE;
+        let mut findings = None;
+        for round in 1.. {
+            let attempt = self
+                .round(target)
+                .instrument(debug_span!("zk.connect.round", round));
+            let failed = match tokio::time::timeout_at(deadline.into(), attempt).await {
+                Err(_) => break,
+                Ok(Ok(client)) => return Ok(client),
+                Ok(Err(err)) => self.fatal(target, err)?,
+            };
+            debug!(err = %failed, round, "no session in this round");
+            if findings.is_none() {
+                findings = Some(self.look(target, deadline).await?);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            tokio::time::sleep(pause.min(left)).await;
+            pause = (pause * 2).min(MAX_PAUSE);
+        }
+        Err(Error::Unreachable {
+            hosts: target.to_owned(),
+            reason: timed_out(self.connection_timeout, self.secure, findings.as_deref()),
+        })
+    }
+
+    /// One round: every host tried once.
+    async fn round(&self, target: &str) -> std::result::Result<Client, zookeeper_client::Error> {
+        let connector = self.connector.clone();
+        match self.secure {
+            #[cfg(feature = "tls")]
+            true => connector.secure_connect(target).await,
+            _ => connector.connect(target).await,
+        }
+    }
+
+    /// The error that ends the dial at once, if `err` is one; else `err` back.
+    fn fatal(&self, target: &str, err: zookeeper_client::Error) -> Result<zookeeper_client::Error> {
+        use zookeeper_client::Error as Zk;
+        match err {
+            Zk::BadArguments(reason) => Err(Error::InvalidConnectString {
+                hosts: target.to_owned(),
+                reason: reason.to_string(),
+            }),
+            Zk::AuthFailed => Err(Error::AuthFailed {
+                hosts: target.to_owned(),
+                reason: self.refused.clone(),
+            }),
+            other => Ok(other),
+        }
+    }
+
+    /// Looks at every host; fails with [`Error::Tls`] if each one refused the TLS settings.
+    async fn look(&self, target: &str, deadline: Instant) -> Result<Vec<(Host, Finding)>> {
+        let hosts = probe::hosts(target, self.secure);
+        let limit = deadline.saturating_duration_since(Instant::now());
+        let findings = probe::look_at_all(hosts, &self.transport, limit)
+            .instrument(debug_span!("zk.connect.probe"))
+            .await;
+        for (host, finding) in &findings {
+            debug!(%host, %finding, "looked at a host that gave no session");
+        }
+        let refused =
+            !findings.is_empty() && findings.iter().all(|(_, finding)| finding.is_tls_refusal());
+        match refused {
+            true => Err(Error::Tls {
+                hosts: target.to_owned(),
+                reason: describe(&findings),
+            }),
+            false => Ok(findings),
+        }
+    }
+}
+
+/// The reason of an [`Error::Unreachable`] after the connection timeout.
+fn timed_out(timeout: Duration, secure: bool, findings: Option<&[(Host, Finding)]>) -> String {
+    let over = if secure { "TLS" } else { "plaintext" };
+    let mut reason = format!("no session within {timeout:?} over {over}");
+    if let Some(findings) = findings {
+        let _ = write!(reason, "; {}", describe(findings));
+    }
+    reason
+}
+
+/// `host: finding; host: finding`.
+fn describe(findings: &[(Host, Finding)]) -> String {
+    let described: Vec<String> = findings
+        .iter()
+        .map(|(host, finding)| format!("{host}: {finding}"))
+        .collect();
+    described.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_each_host() {
+        let findings = [
+            (
+                Host {
+                    host: "a".into(),
+                    port: 1,
+                    tls: true,
+                },
+                Finding::NotPlaintext,
+            ),
+            (
+                Host {
+                    host: "b".into(),
+                    port: 2,
+                    tls: true,
+                },
+                Finding::Silent,
+            ),
+        ];
+        let reason = timed_out(Duration::from_secs(1), true, Some(&findings));
+        assert!(
+            reason.starts_with("no session within 1s over TLS; a:1: "),
+            "{reason}"
+        );
+        assert!(reason.contains("; b:2: connected"), "{reason}");
+    }
+}
