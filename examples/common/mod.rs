@@ -10,7 +10,7 @@
 
 use std::error::Error;
 
-use zk_recipes::{NodeAcl, Session, SessionBuilder};
+use zk_recipes::{parse_credentials, NodeAcl, Session, SessionBuilder};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -24,10 +24,8 @@ pub fn hosts() -> String {
 pub fn builder() -> Result<SessionBuilder, BoxError> {
     let mut builder = Session::builder();
     if let Some(auth) = file("ZK_AUTH_FILE")? {
-        let (user, password) = auth
-            .trim_end_matches(['\r', '\n'])
-            .split_once(':')
-            .ok_or("ZK_AUTH_FILE must hold user:password")?;
+        let (user, password) =
+            parse_credentials(&auth).map_err(|err| format!("ZK_AUTH_FILE: {err}"))?;
         builder = builder
             .digest_auth(user, password)
             .node_acl(NodeAcl::CreatorOnly);

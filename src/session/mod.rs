@@ -22,6 +22,7 @@ use nodelay::Sockets;
 
 pub use builder::SessionBuilder;
 pub(crate) use connection::{connected_now, connection_lost, reconnected, retry, terminal};
+pub use credentials::parse_credentials;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
