@@ -2,19 +2,15 @@
 //! server with a TLS client port (`ssl.clientAuth=need`), SASL DIGEST-MD5 users (JAAS) and
 //! its plaintext port, shared by the tests of this binary.
 //!
-//! Key material is made at test time (see `pki`); nothing secret is committed.
+//! Key material is made at test time (see `zk_harness::pki`); nothing secret is committed.
 
-#[path = "security/pki.rs"]
-mod pki;
-
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use pki::{Pki, STORE_PASSWORD};
 use zk_harness::history::{critical_section, History};
+use zk_harness::pki::Pki;
 use zk_harness::{
     await_empty, await_events, bounded, children, expire_session, live_client, plain_client,
-    record_events, unique_root, Ensemble, ServerConfig, PATIENCE, WORK,
+    record_events, unique_root, Ensemble, PATIENCE, WORK,
 };
 use zk_recipes::{
     Error, LeaderElection, Loss, Mutex, NodeAcl, Session, SessionBuilder, SessionEvent,
@@ -33,30 +29,15 @@ const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn pki() -> &'static Pki {
-    static PKI: OnceLock<Pki> = OnceLock::new();
-    PKI.get_or_init(Pki::generate)
+    Pki::shared()
 }
 
 /// A standalone server with a TLS client port that needs a client certificate, SASL
 /// DIGEST-MD5 users `USER` and `OTHER_USER`, and its plaintext port.
 async fn secured() -> &'static Ensemble {
-    let pki = pki();
-    let jaas = format!(
-        "Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
-         user_{USER}=\"{PASSWORD}\"\n  user_{OTHER_USER}=\"{OTHER_PASSWORD}\";\n}};\n"
-    );
-    let config = ServerConfig::default()
-        .secure_client_port()
-        .file("keystore.p12", &pki.server_keystore)
-        .file("truststore.p12", &pki.server_truststore)
-        .file("jaas.conf", jaas.as_bytes())
-        .cfg("ssl.keyStore.location={dir}/keystore.p12")
-        .cfg(format!("ssl.keyStore.password={STORE_PASSWORD}"))
-        .cfg("ssl.trustStore.location={dir}/truststore.p12")
-        .cfg(format!("ssl.trustStore.password={STORE_PASSWORD}"))
-        .cfg("ssl.clientAuth=need")
-        .cfg("authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider")
-        .jvm("-Djava.security.auth.login.config={dir}/jaas.conf");
+    let config = pki()
+        .tls_server()
+        .sasl_users(&[(USER, PASSWORD), (OTHER_USER, OTHER_PASSWORD)]);
     Ensemble::shared_with(1, config).await
 }
 

@@ -43,6 +43,21 @@ impl ServerConfig {
         self
     }
 
+    /// SASL DIGEST-MD5 users `(name, password)`: the servers' JAAS `Server` section and
+    /// the SASL authentication provider.
+    pub fn sasl_users(self, users: &[(&str, &str)]) -> ServerConfig {
+        let entries: String = users
+            .iter()
+            .map(|(name, password)| format!("\n  user_{name}=\"{password}\""))
+            .collect();
+        let jaas = format!(
+            "Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required{entries};\n}};\n"
+        );
+        self.file("jaas.conf", jaas.as_bytes())
+            .cfg("authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider")
+            .jvm("-Djava.security.auth.login.config={dir}/jaas.conf")
+    }
+
     /// `text` with `{dir}` replaced by `dir`.
     pub(crate) fn expand(text: &str, dir: &Path) -> String {
         text.replace("{dir}", &dir.display().to_string())

@@ -22,7 +22,8 @@
 //! * session events: [`record_events`] and [`await_events`];
 //! * elections: [`join_election`], [`leaders`], [`await_one_leader`], [`participant_ids`];
 //! * secured servers: [`ServerConfig`] for [`Ensemble::start_with`] and
-//!   [`Ensemble::shared_with`] (extra `zoo.cfg` lines, JVM options, files, a TLS port);
+//!   [`Ensemble::shared_with`] (extra `zoo.cfg` lines, JVM options, files, a TLS port,
+//!   SASL users), with key material made at test time by [`pki`];
 //! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
 //!   client off, [`expire_session`];
 //! * [`history`]: critical sections recorded and checked for mutual exclusion;
@@ -42,6 +43,7 @@ pub mod history;
 mod launcher;
 pub mod nemesis;
 pub mod peers;
+pub mod pki;
 mod proxy;
 mod wait;
 mod znodes;

@@ -1,20 +1,24 @@
-//! Key material for the secured test servers, made at test time and never committed.
+//! Key material for secured test servers, made at test time and never committed.
 //!
 //! A test CA signs the server's certificate (valid for `127.0.0.1` and `localhost`) and a
 //! client certificate for `CN=orders-svc`; a second, unrelated CA stands in for a wrong
 //! one. Keys and certificates are made with `openssl` in a temporary folder, the server's
 //! PKCS12 keystore with `openssl pkcs12` and its truststore with `keytool` (Java's trusted
 //! certificate entries), all read into memory, and the folder is removed: the servers get
-//! their stores as files of their own folder (see `ServerConfig::file`), the clients get
+//! their stores as files of their own folder (see [`Pki::tls_server`]), the clients get
 //! PEM strings.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::ServerConfig;
 
 /// The password of the server's stores: they live only in the test servers' folders.
 pub const STORE_PASSWORD: &str = "zk-recipes-test";
 
 /// Everything the tests and the secured servers need.
+#[derive(Debug)]
 pub struct Pki {
     pub ca_pem: String,
     pub other_ca_pem: String,
@@ -27,6 +31,12 @@ pub struct Pki {
 }
 
 impl Pki {
+    /// One for the whole test binary, made on first use.
+    pub fn shared() -> &'static Pki {
+        static PKI: OnceLock<Pki> = OnceLock::new();
+        PKI.get_or_init(Pki::generate)
+    }
+
     /// Makes it all in a fresh temporary folder, which is removed again.
     pub fn generate() -> Pki {
         let dir = std::env::temp_dir().join(format!("zk-recipes-pki-{}", std::process::id()));
@@ -35,6 +45,20 @@ impl Pki {
         let pki = make(&dir);
         let _ = std::fs::remove_dir_all(&dir);
         pki
+    }
+
+    /// A server with a TLS client port that needs a client certificate signed by the test
+    /// CA (`ssl.clientAuth=need`), besides its plaintext port.
+    pub fn tls_server(&self) -> ServerConfig {
+        ServerConfig::default()
+            .secure_client_port()
+            .file("keystore.p12", &self.server_keystore)
+            .file("truststore.p12", &self.server_truststore)
+            .cfg("ssl.keyStore.location={dir}/keystore.p12")
+            .cfg(format!("ssl.keyStore.password={STORE_PASSWORD}"))
+            .cfg("ssl.trustStore.location={dir}/truststore.p12")
+            .cfg(format!("ssl.trustStore.password={STORE_PASSWORD}"))
+            .cfg("ssl.clientAuth=need")
     }
 }
 
