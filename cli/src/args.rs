@@ -1,9 +1,10 @@
 //! The command line: commands, options, and the help that explains them.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration;
 use crate::status;
@@ -65,9 +66,10 @@ pub struct Lock {
     #[arg(long, value_name = "D", value_parser = duration::parse)]
     pub timeout: Option<Duration>,
     #[command(flatten)]
-    pub connection: Connection,
-    #[command(flatten)]
     pub run: Run,
+    // Last: its security options end the help, under their own heading.
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 /// `zk-recipes elect`.
@@ -85,9 +87,10 @@ pub struct Elect {
     #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "1s")]
     pub restart_after: Duration,
     #[command(flatten)]
-    pub connection: Connection,
-    #[command(flatten)]
     pub run: Run,
+    // Last: its security options end the help, under their own heading.
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 /// `zk-recipes observe` and `zk-recipes status`.
@@ -115,6 +118,44 @@ pub struct Connection {
     /// How long to try to reach a server before giving up (exit 69).
     #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
     pub connect_timeout: Duration,
+    #[command(flatten)]
+    pub security: Security,
+}
+
+/// Credentials and TLS. Secrets are read from files, never taken from the command line,
+/// where `ps` shows them.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Security")]
+pub struct Security {
+    /// A file of one line `user:password`: authenticate with ZooKeeper's digest scheme (a
+    /// warning if others may read it).
+    #[arg(long, value_name = "PATH", env = "ZK_AUTH_FILE")]
+    pub auth_file: Option<PathBuf>,
+    /// Authenticate with SASL DIGEST-MD5 instead, as the user of --auth-file: the servers
+    /// check the password at connect (exit 69 if wrong).
+    #[arg(long, requires = "auth_file")]
+    pub sasl: bool,
+    /// Connect over TLS, trusting the CA certificates of this PEM file.
+    #[arg(long, value_name = "PATH", env = "ZK_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// The client certificate (PEM) for servers that ask for one; needs --tls-key.
+    #[arg(long, value_name = "PATH", env = "ZK_TLS_CERT", requires_all = ["tls_ca", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM; a warning if others may read it).
+    #[arg(long, value_name = "PATH", env = "ZK_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// Who may touch the nodes that `lock` and `elect` create (see `zk_recipes::NodeAcl`).
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum NodeAclOption {
+    /// Anyone may do anything.
+    #[default]
+    Open,
+    /// Only the identity of --auth-file (or of the client certificate).
+    CreatorOnly,
+    /// The creator may do anything, anyone may read (observers without credentials).
+    CreatorAllWorldRead,
 }
 
 /// What is held while CMD runs, and CMD.
@@ -127,6 +168,10 @@ pub struct Run {
     /// of the session timeout (default: a lost connection counts as a loss at once).
     #[arg(long)]
     pub tolerate_suspension: bool,
+    /// Who may touch the nodes created on PATH (the root and parents it makes, and its own
+    /// node); existing nodes keep their ACL.
+    #[arg(long, value_name = "ACL", default_value = "open")]
+    pub node_acl: NodeAclOption,
     /// The command to run, after `--`, with its arguments. It runs in a process group of
     /// its own, with zk-recipes' standard input and output.
     #[arg(last = true, value_name = "CMD")]
@@ -139,7 +184,12 @@ Examples:
   zk-recipes lock --hosts zk1:2181,zk2:2181,zk3:2181 --timeout 1m /locks/backup -- ./backup.sh
 
   # Pass the fencing token on to the resource:
-  zk-recipes lock /locks/orders -- sh -c 'migrate --fencing-token \"$ZK_FENCING_TOKEN\"'";
+  zk-recipes lock /locks/orders -- sh -c 'migrate --fencing-token \"$ZK_FENCING_TOKEN\"'
+
+  # A secured ensemble: TLS with a client certificate, digest credentials from a file,
+  # nodes only this identity may touch:
+  export ZK_TLS_CA=ca.pem ZK_TLS_CERT=client.pem ZK_TLS_KEY=client.key ZK_AUTH_FILE=auth
+  zk-recipes lock --hosts zk1:2281 --node-acl creator-only /locks/orders -- ./migrate.sh";
 
 const ELECT_EXAMPLES: &str = "\
 Examples:

@@ -16,10 +16,11 @@
 use std::ops::ControlFlow;
 
 use tracing::{info_span, warn, Instrument};
-use zk_recipes::{Candidate, Error, LeaderElection, Leadership, Loss, Session};
+use zk_recipes::{Candidate, Error, LeaderElection, Leadership, Loss, NodeAcl, Session};
 
 use crate::args::{Connection, Elect};
 use crate::held::{self, Held, Outcome};
+use crate::security;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -46,6 +47,10 @@ impl OnSession for Elect {
 
     fn tolerate_suspension(&self) -> bool {
         self.run.tolerate_suspension
+    }
+
+    fn node_acl(&self) -> NodeAcl {
+        security::node_acl(self.run.node_acl)
     }
 
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {

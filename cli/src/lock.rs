@@ -5,10 +5,11 @@
 //! The lock is a [`Mutex`]: first come, first served, shared with every zk-recipes
 //! process, Rust service and Curator `InterProcessMutex` that locks the same path.
 
-use zk_recipes::{Loss, Mutex, MutexGuard, Session};
+use zk_recipes::{Loss, Mutex, MutexGuard, NodeAcl, Session};
 
 use crate::args::{Connection, Lock};
 use crate::held::{self, Held};
+use crate::security;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -35,6 +36,10 @@ impl OnSession for Lock {
 
     fn tolerate_suspension(&self) -> bool {
         self.run.tolerate_suspension
+    }
+
+    fn node_acl(&self) -> NodeAcl {
+        security::node_acl(self.run.node_acl)
     }
 
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {

@@ -10,7 +10,8 @@
 //!
 //! What is held while CMD runs, and how CMD is stopped on loss and on signals, is one
 //! piece of code for every recipe ([`held`], [`child`]). zk-recipes exits with CMD's
-//! status when CMD ran to its end, else with one of its own ([`status`]). Everything it
+//! status when CMD ran to its end, else with one of its own ([`status`]). Credentials and
+//! TLS settings come from files, never from the command line ([`security`]). Everything it
 //! made in ZooKeeper is deleted before it exits, and its session closed ([`session`]).
 
 // The one exception, a parent-death signal set between fork and exec, is in `child`.
@@ -23,6 +24,7 @@ mod elect;
 mod held;
 mod lock;
 mod observe;
+mod security;
 mod session;
 mod signals;
 mod status;

@@ -7,29 +7,35 @@
 use std::time::Duration;
 
 use tracing::{debug, info_span, Instrument};
-use zk_recipes::Session;
+use zk_recipes::{NodeAcl, Session, SessionBuilder};
 
 use crate::args::Connection;
+use crate::security;
 use crate::signals::Signals;
 use crate::status;
 
 /// How long closing waits for the servers to confirm.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
-/// Connects as the command line says. `tolerate_suspension`: see
-/// [`zk_recipes::SessionBuilder::tolerate_suspension`].
+/// The session's settings as the command line says: `connection`, `tolerate_suspension`
+/// (see [`zk_recipes::SessionBuilder::tolerate_suspension`]) and the ACL of the nodes made.
 ///
-/// Every setting of the session is made here (authentication and TLS go here too).
-pub async fn connect(
+/// Every setting of the session is made here, authentication and TLS included.
+///
+/// # Errors
+/// A one-line message if a file of the security options cannot be used (exit 64).
+pub fn settings(
     connection: &Connection,
     tolerate_suspension: bool,
-) -> zk_recipes::Result<Session> {
-    Session::builder()
+    node_acl: NodeAcl,
+) -> Result<SessionBuilder, String> {
+    security::check_acl(&connection.security, node_acl)?;
+    let builder = Session::builder()
         .session_timeout(connection.session_timeout)
         .connection_timeout(connection.connect_timeout)
         .tolerate_suspension(tolerate_suspension)
-        .connect(&connection.hosts)
-        .await
+        .node_acl(node_acl);
+    security::apply(&connection.security, builder)
 }
 
 /// A command that works on a ZooKeeper session.
@@ -42,15 +48,33 @@ pub trait OnSession {
         false
     }
 
+    /// The ACL of the nodes the command creates.
+    fn node_acl(&self) -> NodeAcl {
+        NodeAcl::Open
+    }
+
     /// Runs the command on `session`; returns zk-recipes' exit status. What it made on the
     /// session must be released or dropped when it returns.
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8;
 }
 
-/// Connects (see [`connect`]) unless a signal comes first, runs `command`, and closes the
+/// Connects (see [`settings`]) unless a signal comes first, runs `command`, and closes the
 /// session; returns zk-recipes' exit status.
 pub async fn run(command: &impl OnSession, signals: &mut Signals) -> u8 {
-    let connecting = connect(command.connection(), command.tolerate_suspension());
+    let connection = command.connection();
+    let builder = settings(
+        connection,
+        command.tolerate_suspension(),
+        command.node_acl(),
+    );
+    let builder = match builder {
+        Ok(builder) => builder,
+        Err(message) => {
+            eprintln!("zk-recipes: {message}");
+            return status::USAGE;
+        }
+    };
+    let connecting = builder.connect(&connection.hosts);
     let session = match signals.or(connecting).await {
         Err(signal) => return status::of_signal(signal),
         Ok(Err(err)) => return status::report(&err),

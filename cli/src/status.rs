@@ -8,8 +8,8 @@
 //! | status | meaning |
 //! |---|---|
 //! | CMD's | CMD ran to its end (128+N if it died of signal N), also after a forwarded signal |
-//! | 64 (`EX_USAGE`) | bad arguments: unknown option, malformed path or duration, empty id |
-//! | 69 (`EX_UNAVAILABLE`) | ZooKeeper cannot be used: no server reachable, the ACL denies it, the session ended |
+//! | 64 (`EX_USAGE`) | bad arguments: unknown option, malformed path or duration, empty id, an unreadable or malformed auth file or PEM, a creator ACL without credentials |
+//! | 69 (`EX_UNAVAILABLE`) | ZooKeeper cannot be used: no server reachable, credentials refused, TLS refused, the ACL denies it, the session ended |
 //! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD |
 //! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |
 //! | 79 | the lock or leadership was lost while CMD ran; CMD was killed |
@@ -43,18 +43,35 @@ pub const NOT_FOUND: u8 = 127;
 pub const HELP: &str = "\
 Exit status:
   CMD's status   CMD ran to its end (128+N if it died of signal N)
-  64             bad arguments
-  69             ZooKeeper cannot be used (no server reachable, ACL denies, session ended)
+  64             bad arguments (also an unusable auth file or PEM)
+  69             ZooKeeper cannot be used (no server reachable, credentials or TLS refused,
+                 ACL denies, session ended)
   71             the operating system refused (signal handlers, waiting for CMD)
   75             not acquired within --timeout; CMD did not run
   79             the lock or leadership was lost while CMD ran; CMD was killed
   126, 127       CMD could not be run, or was not found
   128+N          stopped by signal N while waiting; CMD did not run";
 
-/// Reports a failure of the library on stderr; returns its status.
+/// Reports a failure of the library on stderr, in one line with what to check; returns
+/// its status.
 pub fn report(err: &Error) -> u8 {
-    eprintln!("zk-recipes: {err}");
+    match hint(err) {
+        Some(hint) => eprintln!("zk-recipes: {err}; {hint}"),
+        None => eprintln!("zk-recipes: {err}"),
+    }
     of_error(err)
+}
+
+/// What to check, for the failures that come from the security options.
+fn hint(err: &Error) -> Option<&'static str> {
+    match err {
+        Error::AuthFailed { .. } => Some("check the user and password of --auth-file"),
+        Error::Tls { .. } => Some("check --tls-ca, --tls-cert and --tls-key, and the port"),
+        Error::NoAuth { .. } => {
+            Some("check --auth-file (a wrong digest password shows this way) and the path's ACL")
+        }
+        _ => None,
+    }
 }
 
 /// The status for a failure of the library: the caller's input, or ZooKeeper.
