@@ -31,7 +31,8 @@ pub enum Command {
     /// connection suspended, node deleted), CMD's process group gets SIGTERM, then SIGKILL
     /// after --kill-after, and zk-recipes exits with 79. SIGINT and SIGTERM are passed on
     /// to CMD; the lock is released once CMD has exited. Without CMD: prints the node and
-    /// the token, and holds the lock until SIGINT or SIGTERM.
+    /// the token, and holds the lock until SIGINT or SIGTERM. With --semaphore N, up to N
+    /// processes hold PATH at once, each with a lease: ZK_LOCK_NODE is the lease's node.
     #[command(after_help = help(LOCK_EXAMPLES))]
     Lock(Lock),
     /// Join an election and run CMD only while leading, again each time it leads.
@@ -65,6 +66,10 @@ pub struct Lock {
     /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting.
     #[arg(long, value_name = "D", value_parser = duration::parse)]
     pub timeout: Option<Duration>,
+    /// Let up to N holders run at once: a semaphore on PATH instead of a lock. Every holder
+    /// of PATH must give the same N (another N is refused, exit 64).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub semaphore: Option<u32>,
     #[command(flatten)]
     pub run: Run,
     // Last: its security options end the help, under their own heading.
@@ -185,6 +190,9 @@ Examples:
 
   # Pass the fencing token on to the resource:
   zk-recipes lock /locks/orders -- sh -c 'migrate --fencing-token \"$ZK_FENCING_TOKEN\"'
+
+  # At most 4 crawlers at once, across machines:
+  zk-recipes lock --semaphore 4 /semaphores/crawl -- ./crawl.sh
 
   # A secured ensemble: TLS with a client certificate, digest credentials from a file,
   # nodes only this identity may touch:

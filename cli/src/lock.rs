@@ -3,9 +3,14 @@
 //! with CMD's status.
 //!
 //! The lock is a [`Mutex`]: first come, first served, shared with every zk-recipes
-//! process, Rust service and Curator `InterProcessMutex` that locks the same path.
+//! process, Rust service and Curator `InterProcessMutex` that locks the same path. With
+//! `--semaphore N` it is a [`Semaphore`] of N leases instead (Curator's
+//! `InterProcessSemaphoreV2`); a lease is held, lost and released as the lock is.
 
-use zk_recipes::{Loss, Mutex, MutexGuard, NodeAcl, Session};
+use std::future::Future;
+use std::time::Duration;
+
+use zk_recipes::{Lease, Loss, Mutex, MutexGuard, NodeAcl, Result, Semaphore, Session};
 
 use crate::args::{Connection, Lock};
 use crate::held::{self, Held};
@@ -18,15 +23,32 @@ impl Held for MutexGuard {
     const WHAT: &'static str = "lock";
 
     fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("ZK_LOCK_NODE", self.node().to_owned()),
-            ("ZK_FENCING_TOKEN", self.fencing_token().to_string()),
-        ]
+        env(self.node(), self.fencing_token())
     }
 
     async fn lost(&self) -> Loss {
         MutexGuard::lost(self).await
     }
+}
+
+impl Held for Lease {
+    const WHAT: &'static str = "semaphore lease";
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        env(self.node(), self.fencing_token())
+    }
+
+    async fn lost(&self) -> Loss {
+        Lease::lost(self).await
+    }
+}
+
+/// CMD's variables: the node held and its fencing token.
+fn env(node: &str, fencing_token: u64) -> Vec<(&'static str, String)> {
+    vec![
+        ("ZK_LOCK_NODE", node.to_owned()),
+        ("ZK_FENCING_TOKEN", fencing_token.to_string()),
+    ]
 }
 
 impl OnSession for Lock {
@@ -43,16 +65,47 @@ impl OnSession for Lock {
     }
 
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {
-        let mutex = match Mutex::new(session, &self.path) {
-            Ok(mutex) => mutex,
-            Err(err) => return status::report(&err),
-        };
-        let acquiring = async {
-            match self.timeout {
-                Some(timeout) => mutex.try_lock_for(timeout).await,
-                None => mutex.lock().await.map(Some),
-            }
-        };
-        held::acquire_and_run(acquiring, MutexGuard::release, &self.run, signals).await
+        match self.semaphore {
+            Some(max) => shared(self, session, max, signals).await,
+            None => exclusive(self, session, signals).await,
+        }
+    }
+}
+
+/// Holds the lock on the path while CMD runs.
+async fn exclusive(args: &Lock, session: &Session, signals: &mut Signals) -> u8 {
+    let mutex = match Mutex::new(session, &args.path) {
+        Ok(mutex) => mutex,
+        Err(err) => return status::report(&err),
+    };
+    let acquiring = within(args.timeout, mutex.lock(), |t| mutex.try_lock_for(t));
+    held::acquire_and_run(acquiring, MutexGuard::release, &args.run, signals).await
+}
+
+/// Holds one of the `max` leases of the semaphore on the path while CMD runs.
+async fn shared(args: &Lock, session: &Session, max: u32, signals: &mut Signals) -> u8 {
+    let semaphore = match Semaphore::new(session, &args.path, max) {
+        Ok(semaphore) => semaphore,
+        Err(err) => return status::report(&err),
+    };
+    let acquiring = within(args.timeout, semaphore.acquire(), |t| {
+        semaphore.try_acquire_for(t)
+    });
+    held::acquire_and_run(acquiring, Lease::release, &args.run, signals).await
+}
+
+/// Acquires with `forever`, or with `bounded` if there is a `--timeout`.
+async fn within<T, B, F>(
+    timeout: Option<Duration>,
+    forever: impl Future<Output = Result<T>>,
+    bounded: B,
+) -> Result<Option<T>>
+where
+    B: FnOnce(Duration) -> F,
+    F: Future<Output = Result<Option<T>>>,
+{
+    match timeout {
+        Some(timeout) => bounded(timeout).await,
+        None => forever.await.map(Some),
     }
 }

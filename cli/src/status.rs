@@ -8,7 +8,7 @@
 //! | status | meaning |
 //! |---|---|
 //! | CMD's | CMD ran to its end (128+N if it died of signal N), also after a forwarded signal |
-//! | 64 (`EX_USAGE`) | bad arguments: unknown option, malformed path or duration, empty id, an unreadable or malformed auth file or PEM, a creator ACL without credentials |
+//! | 64 (`EX_USAGE`) | bad arguments: unknown option, malformed path or duration, empty id, an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
 //! | 69 (`EX_UNAVAILABLE`) | ZooKeeper cannot be used: no server reachable, credentials refused, TLS refused, the ACL denies it, the session ended |
 //! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD |
 //! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |
@@ -43,7 +43,7 @@ pub const NOT_FOUND: u8 = 127;
 pub const HELP: &str = "\
 Exit status:
   CMD's status   CMD ran to its end (128+N if it died of signal N)
-  64             bad arguments (also an unusable auth file or PEM)
+  64             bad arguments (also an unusable auth file or PEM, another --semaphore N)
   69             ZooKeeper cannot be used (no server reachable, credentials or TLS refused,
                  ACL denies, session ended)
   71             the operating system refused (signal handlers, waiting for CMD)
@@ -80,7 +80,8 @@ pub fn of_error(err: &Error) -> u8 {
         Error::InvalidPath { .. }
         | Error::InvalidArgument(_)
         | Error::InvalidConnectString { .. }
-        | Error::EphemeralParent { .. } => USAGE,
+        | Error::EphemeralParent { .. }
+        | Error::MaxLeasesConflict { .. } => USAGE,
         _ => UNAVAILABLE,
     }
 }
