@@ -83,7 +83,7 @@ pub trait LockGuard: Send + Sync + std::fmt::Debug {
 /// * **Session expiry.** A `lock()` that was waiting when its session expired enters the
 ///   queue again on the new session (at its end: its old place died with the old session).
 ///
-/// The lock path's own data holds the hand-off mark (`zk-recipes first left <seq>`): do not
+/// The lock path's own data holds the hand-off mark (`zk-recipes first left, created at zxid <czxid>`): do not
 /// keep data of your own in it.
 ///
 /// **Order across the wrap.** ZooKeeper's sequence counter is a signed 32-bit number. This

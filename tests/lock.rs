@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use zk_harness::{
     await_children, await_count, await_empty, await_watch, bounded, children, expire_session,
-    live_client, name, observer, sequence, session, tolerant_session, unique_root, Ensemble,
-    PATIENCE,
+    live_client, name, observer, session, tolerant_session, unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{DistributedLock, Error, Loss, Mutex, Session, SessionEvent};
 use zookeeper_client::{Acls, Client, CreateMode};
@@ -211,12 +210,13 @@ async fn only_a_holder_that_waited_marks_the_lock_path() {
     let second = bounded("the waiter acquires", PATIENCE, waiter)
         .await
         .unwrap();
-    let seq = sequence(second.node()).expect("a sequential node");
+    let (_, stat) = observer.get_data(second.node()).await.unwrap();
+    assert_eq!(second.fencing_token(), stat.czxid as u64);
     second.release().await.unwrap();
     let (data, _) = observer.get_data(&root).await.unwrap();
     assert_eq!(
         String::from_utf8(data).unwrap(),
-        format!("zk-recipes first left {seq}")
+        format!("zk-recipes first left, created at zxid {}", stat.czxid)
     );
     await_empty(&observer, &root).await;
 }

@@ -10,7 +10,6 @@ use uuid::Uuid;
 use zookeeper_client::{Client, MultiWriteError};
 
 use super::entering::find_own;
-use super::order::sequence;
 use super::Contender;
 use crate::error::{Error, Result};
 use crate::path;
@@ -20,18 +19,28 @@ use crate::session::{connected_now, reconnected, retry};
 /// background.
 const GIVE_UP_GRACE: Duration = Duration::from_secs(1);
 
-/// What the root's hand-off mark says before the sequence number of the contender that
-/// left while first. Written only by this crate, into the root's data; a root whose data is
-/// anything else simply has no mark.
-const MARK: &str = "zk-recipes first left ";
+/// What the root's hand-off mark says before the zxid that created the contender that
+/// left while first. Written only by this crate, into the root's data; a root whose data
+/// is anything else simply has no mark.
+///
+/// The mark names the node by its creation zxid, not its sequence number: zxids only grow
+/// (64 bits), while sequence numbers wrap after 2^31 creations, and a mark stays in the
+/// root until the next one, however old it gets.
+const MARK: &str = "zk-recipes first left, created at zxid ";
 
-/// The sequence number a root's data marks as having left while first, if it is a mark.
-pub(super) fn first_left(data: &[u8]) -> Option<i32> {
+/// The creation zxid of the node a root's data marks as having left while first.
+fn first_left(data: &[u8]) -> Option<i64> {
     std::str::from_utf8(data)
         .ok()?
         .strip_prefix(MARK)?
         .parse()
         .ok()
+}
+
+/// Whether a root's data `data` says that every node up to the blocker created at zxid
+/// `czxid` is gone: the mark's node was created at or after it, and was first when it left.
+pub(super) fn covers(data: &[u8], czxid: i64) -> bool {
+    first_left(data).is_some_and(|mark| mark >= czxid)
 }
 
 /// How a node left.
@@ -62,8 +71,8 @@ impl Contender {
             }
         };
         connected_now(&client)?;
-        let mark = self.marks && self.is_first();
-        let span = debug_span!("zk.queue.leave", node = %self.node, mark);
+        let mark = self.mark();
+        let span = debug_span!("zk.queue.leave", node = %self.node, ?mark);
         let removed = remove(&client, &self.node, mark).instrument(span).await;
         match removed {
             Ok(()) => {
@@ -99,10 +108,18 @@ impl Contender {
     }
 }
 
+impl Contender {
+    /// The mark to leave in the root when leaving now: the node's creation zxid if it is an
+    /// exclusive contender that entered behind others and is first.
+    fn mark(&self) -> Option<i64> {
+        (self.marks && self.is_first()).then_some(self.czxid)
+    }
+}
+
 impl Drop for Contender {
     fn drop(&mut self) {
         if self.armed {
-            let mark = self.marks && self.is_first();
+            let mark = self.mark();
             spawn_removal(
                 self.client.clone(),
                 Removal::Node(std::mem::take(&mut self.node), mark),
@@ -111,25 +128,21 @@ impl Drop for Contender {
     }
 }
 
-/// Deletes `node`, whatever its version; with `mark` (for a first contender only) in one
-/// transaction with the root's hand-off mark, so that its successors know that no one is
-/// ahead of them any more (see [`first_left`]). If the root cannot be written (its ACL),
-/// the node is deleted plainly.
+/// Deletes `node`, whatever its version; with `mark` (the node's creation zxid, for a first
+/// contender only) in one transaction with the root's hand-off mark, so that its successors
+/// know that no one is ahead of them any more (see [`covers`]). If the root cannot be
+/// written (its ACL), the node is deleted plainly.
 async fn remove(
     client: &Client,
     node: &str,
-    mark: bool,
+    mark: Option<i64>,
 ) -> std::result::Result<(), zookeeper_client::Error> {
-    let Some((root, seq)) = mark
-        .then(|| node.rsplit_once('/'))
-        .flatten()
-        .and_then(|(root, name)| Some((root, sequence(name)?)))
-    else {
+    let Some((czxid, (root, _))) = mark.zip(node.rsplit_once('/')) else {
         return client.delete(node, None).await;
     };
     let mut transaction = client.new_multi_writer();
     transaction.add_delete(node, None)?;
-    transaction.add_set_data(root, format!("{MARK}{seq}").as_bytes(), None)?;
+    transaction.add_set_data(root, format!("{MARK}{czxid}").as_bytes(), None)?;
     match transaction.commit().await {
         Ok(_) => Ok(()),
         Err(MultiWriteError::OperationFailed { index: 1, source }) => {
@@ -142,8 +155,8 @@ async fn remove(
 
 /// What a background removal deletes.
 pub(super) enum Removal {
-    /// A node of ours, and whether to mark the root (see [`remove`]).
-    Node(String, bool),
+    /// A node of ours, and the mark to leave in the root, if any (see [`remove`]).
+    Node(String, Option<i64>),
     /// The node named with this uuid under the root, if a create made it.
     ByUuid { root: Arc<str>, uuid: Uuid },
 }
@@ -162,11 +175,11 @@ pub(super) fn spawn_removal(client: Weak<Client>, removal: Removal) {
         let (node, mark) = match removal {
             Removal::Node(node, mark) => (node, mark),
             Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid).await {
-                Some(node) => (node, false),
+                Some(node) => (node, None),
                 None => return,
             },
         };
-        let span = debug_span!("zk.queue.remove", %node, mark);
+        let span = debug_span!("zk.queue.remove", %node, ?mark);
         async {
             if reconnected(&client).await.is_err() {
                 return;
@@ -197,10 +210,21 @@ mod tests {
     #[test]
     fn reads_only_its_own_mark() {
         assert_eq!(first_left(format!("{MARK}42").as_bytes()), Some(42));
-        assert_eq!(first_left(format!("{MARK}-7").as_bytes()), Some(-7));
         assert_eq!(first_left(b""), None);
         assert_eq!(first_left(b"__REVOKE__"), None);
         assert_eq!(first_left(b"10.0.0.1"), None);
         assert_eq!(first_left(format!("{MARK}x").as_bytes()), None);
+    }
+
+    /// A mark stays in the root until the next one; after 2^31 creations under one root a
+    /// sequence number compared as a serial number read an old mark as a new one.
+    #[test]
+    fn a_stale_mark_never_covers_a_later_blocker() {
+        let old_czxid = 1_000_i64;
+        let mark = format!("{MARK}{old_czxid}");
+        let later_czxid = old_czxid + (1 << 31) + 6;
+        assert!(!covers(mark.as_bytes(), later_czxid));
+        assert!(covers(mark.as_bytes(), old_czxid));
+        assert!(covers(mark.as_bytes(), old_czxid - 1));
     }
 }

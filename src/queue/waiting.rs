@@ -5,8 +5,8 @@
 use tracing::{debug, warn};
 use zookeeper_client::{Client, EventType, MultiReadResult, OneshotWatcher};
 
-use super::leaving::first_left;
-use super::order::{sequence, serial_order, Ahead};
+use super::leaving::covers;
+use super::order::{sequence, Ahead};
 use super::{Contender, Place, Wait};
 use crate::error::{Error, Result};
 use crate::session::{reconnected, retry, terminal};
@@ -113,9 +113,9 @@ impl Contender {
                     blocker_first,
                 } => (blocker, blocker_first),
             };
-            self.gone(blocker).await?;
+            let created = self.gone(blocker).await?;
             // Boxed, here and below: what runs after a wake-up takes no room while waiting.
-            let look = Box::pin(self.look_after(blocker, *blocker_first)).await?;
+            let look = Box::pin(self.look_after(created, *blocker_first)).await?;
             match look {
                 Look::First => {
                     debug!(node = %self.node, "blocker gone; first");
@@ -133,39 +133,44 @@ impl Contender {
         Turn::Evicted
     }
 
-    /// Resolves once the node at `blocker` is gone. A data change is someone's write, not a
+    /// Resolves once the node at `blocker` is gone, with the zxid that created it (`None`
+    /// if it was gone before it could be watched). A data change is someone's write, not a
     /// departure: the node is watched again.
-    async fn gone(&self, blocker: &str) -> Result<()> {
+    async fn gone(&self, blocker: &str) -> Result<Option<i64>> {
+        let mut created = None;
         loop {
             // Boxed: setting the watch takes no room while waiting on it.
-            let Some(watcher) = Box::pin(self.watch(blocker)).await? else {
-                return Ok(());
+            let Some((watcher, czxid)) = Box::pin(self.watch(blocker)).await? else {
+                return Ok(created);
             };
+            created = Some(czxid);
             let event = watcher.changed().await;
             match event.event_type {
-                EventType::NodeDeleted => return Ok(()),
+                EventType::NodeDeleted => return Ok(created),
                 EventType::Session => return Err(terminal(event.session_state)),
                 other => debug!(%blocker, ?other, "blocker changed but may be there"),
             }
         }
     }
 
-    /// Sets a data watch on the node at `path`; `None` if it does not exist.
-    async fn watch(&self, path: &str) -> Result<Option<OneshotWatcher>> {
+    /// Sets a data watch on the node at `path`; with the zxid that created it, or `None` if
+    /// it does not exist.
+    async fn watch(&self, path: &str) -> Result<Option<(OneshotWatcher, i64)>> {
         let client = self.client()?;
         match retry(&client, || client.get_and_watch_data(path)).await {
-            Ok((_, _, watcher)) => {
+            Ok((_, stat, watcher)) => {
                 debug!(node = %self.node, blocker = %path, "watching the blocker");
-                Ok(Some(watcher))
+                Ok(Some((watcher, stat.czxid)))
             }
             Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
             Err(err) => Err(err),
         }
     }
 
-    /// After the blocker left: reads our own node and the root's hand-off mark in one
-    /// request. First if our node exists and the blocker was first, or left while first.
-    async fn look_after(&self, blocker: &str, blocker_first: bool) -> Result<Look> {
+    /// After the blocker (created at zxid `created`, if known) left: reads our own node
+    /// and the root's hand-off mark in one request. First if our node exists and the
+    /// blocker was first, or the mark covers it.
+    async fn look_after(&self, created: Option<i64>, blocker_first: bool) -> Result<Look> {
         let (root, _) = self.root_and_name();
         let results = {
             let client = self.client()?;
@@ -179,13 +184,8 @@ impl Contender {
         if !matches!(own, MultiReadResult::Data { .. }) {
             return Ok(Look::Evicted);
         }
-        let left_first = match (
-            mark,
-            blocker.rsplit_once('/').and_then(|(_, b)| sequence(b)),
-        ) {
-            (MultiReadResult::Data { data, .. }, Some(blocker)) => {
-                first_left(data).is_some_and(|mark| serial_order(mark, blocker).is_ge())
-            }
+        let left_first = match (mark, created) {
+            (MultiReadResult::Data { data, .. }, Some(created)) => covers(data, created),
             _ => false,
         };
         Ok(if blocker_first || left_first {
