@@ -653,6 +653,98 @@ async fn nothing_waits_while_no_server_is_reachable() {
     await_empty(&observer, &root).await;
 }
 
+// ----- found in the review of the fixes -----
+
+/// How long acquisitions started on a cut connection get to take the session's entry
+/// turns (16) before the test goes on: nothing outside the session shows that they did.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// A session whose connection is cut (it is suspended), with `n` `lock()`s started on it
+/// after the cut, each in its task, given [`SETTLE`] to take their entry turns.
+struct CutWithWaiters {
+    ensemble: Ensemble,
+    proxy: zk_harness::Proxy,
+    root: String,
+    session: Session,
+    mutex: Mutex,
+    waiters: Vec<JoinHandle<zk_recipes::Result<String>>>,
+}
+
+async fn cut_with_waiters(name_: &str, n: usize) -> CutWithWaiters {
+    let ensemble = Ensemble::start(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root(name_);
+    let session = session(&proxy.address(), Duration::from_secs(8)).await;
+    let mutex = Mutex::new(&session, &root).unwrap();
+    let mut events = session.events();
+    proxy.cut();
+    await_watch("the session is suspended", &mut events, |e| {
+        *e == SessionEvent::Suspended
+    })
+    .await;
+    let waiters = (0..n)
+        .map(|_| {
+            let mutex = mutex.clone();
+            tokio::spawn(async move { mutex.lock().await.map(|guard| guard.node().to_owned()) })
+        })
+        .collect();
+    tokio::time::sleep(SETTLE).await;
+    CutWithWaiters {
+        ensemble,
+        proxy,
+        root,
+        session,
+        mutex,
+        waiters,
+    }
+}
+
+/// Sixteen `lock()`s started while the connection is down take every entry turn of the
+/// session, and their creates wait in the client for the connection. `try_lock()` must
+/// still answer at once with `ConnectionLoss`, not wait for a turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn try_lock_never_waits_behind_entries_while_disconnected() {
+    let cut = cut_with_waiters("behind-entries", 16).await;
+    let started = Instant::now();
+    let tried = tokio::time::timeout(MEASURE, cut.mutex.try_lock()).await;
+    let took = started.elapsed();
+    assert!(
+        matches!(tried, Ok(Err(Error::ConnectionLoss))) && took <= PROMPT,
+        "try_lock() behind 16 entries on a cut connection: {:?} after {took:?}; \
+         required Err(ConnectionLoss) within {PROMPT:?}",
+        tried.map(|tried| tried.map(|taken| taken.map(|guard| guard.node().to_owned())))
+    );
+    cut.session.close();
+    cut.proxy.restore();
+    for waiter in cut.waiters {
+        let _ = bounded("a waiter ends after close()", PATIENCE, waiter).await;
+    }
+    await_empty(&observer(&cut.ensemble.connect_string()).await, &cut.root).await;
+}
+
+/// `lock()`s entering on a cut connection when the session is closed fail with
+/// `Error::Closed` within a second, and never return a guard once the connection is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn close_fails_acquisitions_entering_on_a_cut_connection() {
+    let cut = cut_with_waiters("close-entering", 4).await;
+    cut.session.close();
+    let closed = Instant::now();
+    let mut outcomes = Vec::new();
+    for waiter in cut.waiters {
+        let left = PROMPT.saturating_sub(closed.elapsed());
+        outcomes.push(match tokio::time::timeout(left, waiter).await {
+            Ok(joined) => format!("{:?}", joined.expect("waiter task")),
+            Err(_) => "still waiting".to_owned(),
+        });
+    }
+    cut.proxy.restore();
+    assert!(
+        outcomes.iter().all(|o| o == "Err(Closed)"),
+        "lock()s entering when the session was closed, {PROMPT:?} later: {outcomes:?}"
+    );
+    await_empty(&observer(&cut.ensemble.connect_string()).await, &cut.root).await;
+}
+
 // ----- interference: a nemesis deletes and writes contender nodes -----
 
 /// Locks, works, releases, `rounds` times or until `stop`; a `lock()` that fails is retried.

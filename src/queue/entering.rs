@@ -15,7 +15,7 @@ use super::order::{sequence, Ahead, SEQUENCE_DIGITS};
 use super::{Blockers, Contender, Place, Queue, Wait};
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
-use crate::session::{reconnected, retry, Session};
+use crate::session::{disconnected, reconnected, retry, Session};
 
 impl Queue {
     /// Enters the queue with a node holding `data`, in the session's turn and on its live
@@ -45,13 +45,25 @@ impl Queue {
     ) -> Result<Option<Contender>> {
         let entering = pin!(async {
             loop {
-                let turn = session.entry_turn().await?;
-                let client = match wait {
-                    Wait::Never => session.connected()?,
-                    Wait::Until(_) | Wait::Forever => session.live().await?,
+                let (turn, client) = match wait {
+                    // Boxed: only `try_*` take this way, and it would cost every waiter room.
+                    Wait::Never => Box::pin(self.turn_now(session)).await?,
+                    Wait::Until(_) | Wait::Forever => {
+                        let turn = session.entry_turn().await?;
+                        (turn, session.live().await?)
+                    }
                 };
                 // Boxed: a waiting contender need not keep room for the entering state.
-                match Box::pin(self.create(session, client, data, turn, wait)).await {
+                let creating = Box::pin(async {
+                    // Closing the session ends the entry at once, even one whose create
+                    // waits in the client for a connection that is down.
+                    tokio::select! {
+                        biased;
+                        () = session.closed() => Err(Error::Closed),
+                        created = self.create(session, client, data, turn, wait) => created,
+                    }
+                });
+                match creating.await {
                     Err(Error::SessionExpired) if !wait.is_never() => {
                         debug!("session expired while entering; entering on the new one");
                     }
@@ -60,6 +72,23 @@ impl Queue {
             }
         });
         wait.bound(entering).await
+    }
+
+    /// An entry turn and the live client, without waiting for a connection: the client
+    /// must be connected now, and a turn is waited for only while it stays so (creates
+    /// sent on a cut connection keep their turns until it is back).
+    ///
+    /// # Notable errors
+    /// * [`Error::ConnectionLoss`] if the connection is down, or goes down meanwhile.
+    async fn turn_now<'s>(
+        &self,
+        session: &'s Session,
+    ) -> Result<(SemaphorePermit<'s>, Arc<Client>)> {
+        let client = session.connected()?;
+        tokio::select! {
+            turn = session.entry_turn() => Ok((turn?, client)),
+            () = disconnected(&client) => Err(Error::ConnectionLoss),
+        }
     }
 
     /// Creates the node and lists the root back to back, until the node is made.
@@ -214,6 +243,7 @@ impl Drop for Creating {
     fn drop(&mut self) {
         if self.armed {
             spawn_removal(
+                self.session.clone(),
                 Arc::downgrade(&self.client),
                 Removal::ByUuid {
                     root: self.root.clone(),

@@ -13,7 +13,7 @@ use super::entering::find_own;
 use super::Contender;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::session::{connected_now, reconnected, retry};
+use crate::session::{connected_now, reconnected, retry, Session};
 
 /// How long a waiter that gives up may spend deleting its node before leaving that to the
 /// background.
@@ -121,6 +121,7 @@ impl Drop for Contender {
         if self.armed {
             let mark = self.mark();
             spawn_removal(
+                self.session.clone(),
                 self.client.clone(),
                 Removal::Node(std::mem::take(&mut self.node), mark),
             );
@@ -162,38 +163,46 @@ pub(super) enum Removal {
 }
 
 /// Deletes a node of ours after its owner went away, once connected, until it is gone or
-/// its session is (then the servers delete it).
-pub(super) fn spawn_removal(client: Weak<Client>, removal: Removal) {
+/// its session is (then the servers delete it). Closing the session ends it at once, so
+/// that it never keeps a closed session's client alive while waiting for a connection.
+pub(super) fn spawn_removal(session: Session, client: Weak<Client>, removal: Removal) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         warn!("no tokio runtime to delete a node; it goes when the session ends");
         return;
     };
     runtime.spawn(async move {
-        let Some(client) = client.upgrade() else {
-            return; // the session was closed or replaced: the node went with it
-        };
-        let (node, mark) = match removal {
-            Removal::Node(node, mark) => (node, mark),
-            Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid).await {
-                Some(node) => (node, None),
-                None => return,
-            },
-        };
-        let span = debug_span!("zk.queue.remove", %node, ?mark);
-        async {
-            if reconnected(&client).await.is_err() {
-                return;
-            }
-            match retry(&client, || remove(&client, &node, mark)).await {
-                Ok(()) => debug!("deleted in the background"),
-                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode))
-                | Err(Error::SessionExpired | Error::Closed) => {}
-                Err(err) => warn!(%err, "could not delete; it goes when the session ends"),
-            }
+        tokio::select! {
+            () = session.closed() => debug!("session closed: its nodes go with it"),
+            () = remove_in_background(client, removal) => {}
         }
-        .instrument(span)
-        .await
     });
+}
+
+async fn remove_in_background(client: Weak<Client>, removal: Removal) {
+    let Some(client) = client.upgrade() else {
+        return; // the session was closed or replaced: the node went with it
+    };
+    let (node, mark) = match removal {
+        Removal::Node(node, mark) => (node, mark),
+        Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid).await {
+            Some(node) => (node, None),
+            None => return,
+        },
+    };
+    let span = debug_span!("zk.queue.remove", %node, ?mark);
+    async {
+        if reconnected(&client).await.is_err() {
+            return;
+        }
+        match retry(&client, || remove(&client, &node, mark)).await {
+            Ok(()) => debug!("deleted in the background"),
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode))
+            | Err(Error::SessionExpired | Error::Closed) => {}
+            Err(err) => warn!(%err, "could not delete; it goes when the session ends"),
+        }
+    }
+    .instrument(span)
+    .await
 }
 
 async fn find_by_uuid(client: &Client, root: &str, uuid: &Uuid) -> Option<String> {

@@ -57,6 +57,18 @@ pub(crate) async fn reconnected(client: &Client) -> Result<()> {
     }
 }
 
+/// Resolves once `client` is not connected (any more).
+///
+/// # Cancel safety
+/// Cancel safe.
+pub(crate) async fn disconnected(client: &Client) {
+    let mut states = client.state_watcher();
+    let mut state = states.state();
+    while state == SessionState::SyncConnected {
+        state = states.changed().await;
+    }
+}
+
 /// `Ok` if `client` is connected now; never waits.
 ///
 /// # Notable errors

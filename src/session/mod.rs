@@ -21,7 +21,9 @@ use dialer::Dialer;
 use nodelay::Sockets;
 
 pub use builder::SessionBuilder;
-pub(crate) use connection::{connected_now, connection_lost, reconnected, retry, terminal};
+pub(crate) use connection::{
+    connected_now, connection_lost, disconnected, reconnected, retry, terminal,
+};
 pub use credentials::parse_credentials;
 
 use crate::acl::NodeAcl;
