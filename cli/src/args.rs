@@ -46,14 +46,15 @@ pub enum Command {
     /// CMD: prints the node and the term whenever it leads.
     #[command(after_help = help(ELECT_EXAMPLES))]
     Elect(Elect),
-    /// Print who holds and waits for a lock, or leads and follows in an election, now and
-    /// on every change.
+    /// Print who holds and waits for a lock, a read/write lock or a semaphore, or leads and
+    /// follows in an election, now and on every change.
     ///
     /// One line per change; with --json, one JSON object per line. Runs until SIGINT or
     /// SIGTERM.
     #[command(after_help = help(OBSERVE_EXAMPLES))]
     Observe(Observe),
-    /// Print who holds and waits for a lock, or leads and follows in an election, once.
+    /// Print who holds and waits for a lock, a read/write lock or a semaphore, or leads and
+    /// follows in an election, once.
     #[command(after_help = help(STATUS_EXAMPLES))]
     Status(Observe),
 }
@@ -101,7 +102,7 @@ pub struct Elect {
 /// `zk-recipes observe` and `zk-recipes status`.
 #[derive(Debug, Args)]
 pub struct Observe {
-    /// The lock's or election's path.
+    /// The path of the lock, read/write lock, semaphore or election.
     pub path: String,
     /// One JSON object per line.
     #[arg(long)]
@@ -215,7 +216,8 @@ Examples:
 const STATUS_EXAMPLES: &str = "\
 Examples:
   zk-recipes status /election/indexer
-  zk-recipes status --json /locks/backup";
+  zk-recipes status --json /locks/backup
+  zk-recipes status /semaphores/crawlers";
 
 /// A command's examples followed by the exit statuses.
 fn help(examples: &str) -> String {

@@ -1,31 +1,87 @@
 //! `zk-recipes observe PATH` and `zk-recipes status PATH`: who holds and waits for a lock,
-//! or leads and follows in an election ([`view`] says how it is printed).
+//! a read/write lock or a semaphore, or leads and follows in an election ([`view`] says
+//! how each is told and printed).
 //!
 //! * `status` looks once and exits (0, or 69 if ZooKeeper cannot be read).
 //! * `observe` prints a line now and another whenever the contenders change, until SIGINT
 //!   or SIGTERM (then exits 0). It sets a child watch on PATH (or, while PATH does not
-//!   exist, a watch for its creation) before each look, so no change between two looks is
-//!   missed; a look that shows what the last line showed prints nothing. While the
-//!   connection is down it waits for it, and after a session expiry it goes on with the
-//!   new session.
+//!   exist, a watch for its creation) before each look, and on a semaphore's
+//!   `PATH/leases` and `PATH/locks` too, so no change between two looks is missed; a look
+//!   that shows what the last line showed prints nothing. While the connection is down it
+//!   waits for it, and after a session expiry it goes on with the new session.
 //!
-//! Neither joins anything: observing leaves no node and takes no place in a queue.
+//! Neither joins anything: observing leaves no node and takes no place in a queue. The
+//! contenders of each queue (PATH's, or a semaphore's two) are listed in order by
+//! [`LeaderElection::participants`], which lists any contender queue.
 
 use std::io::{self, Write as _};
 
 use tokio::sync::watch;
 use tracing::{debug, info_span, Instrument};
-use zk_recipes::{Error, LeaderElection, Participant, Result, Session, SessionEvent};
-use zookeeper_client::OneshotWatcher;
+use zk_recipes::{Error, LeaderElection, Result, Session, SessionEvent};
+use zookeeper_client::{OneshotWatcher, WatchedEvent};
 
 use crate::args::{Connection, Observe};
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-use crate::view;
+use crate::view::{self, Seen};
 
 /// The id an observer's election is made with; never written anywhere, as it never joins.
 const OBSERVER: &str = "zk-recipes-observer";
+
+/// What `PATH/leases`' data says before a semaphore's maximum (see `Semaphore`).
+const MAX_RECORD: &str = "zk-recipes max leases ";
+
+/// The queues a look reads: PATH's own, and those of a semaphore on PATH.
+struct Queues {
+    path: LeaderElection,
+    leases: LeaderElection,
+    locks: LeaderElection,
+}
+
+impl Queues {
+    fn new(session: &Session, path: &str) -> Result<Queues> {
+        let path = LeaderElection::new(session, path, OBSERVER)?;
+        let part = |name: &str| {
+            let parent = path.path().trim_end_matches('/');
+            LeaderElection::new(session, &format!("{parent}/{name}"), OBSERVER)
+        };
+        Ok(Queues {
+            leases: part("leases")?,
+            locks: part("locks")?,
+            path,
+        })
+    }
+
+    /// What PATH holds now; `children`, PATH's children listed before, tell a semaphore.
+    async fn look(&self, session: &Session, children: &[String]) -> Result<Seen> {
+        let contenders = self.path.participants().await?;
+        if !contenders.is_empty() || !semaphore(children) {
+            return Ok(Seen::Queue(contenders));
+        }
+        let client = session.client().ok_or(Error::SessionExpired)?;
+        let max = match client.get_data(self.leases.path()).await {
+            Ok((data, _)) => String::from_utf8_lossy(&data)
+                .strip_prefix(MAX_RECORD)
+                .and_then(|max| max.parse().ok()),
+            Err(zookeeper_client::Error::NoNode) => None,
+            Err(err) => return Err(err.into()),
+        };
+        Ok(Seen::Semaphore {
+            max,
+            leases: self.leases.participants().await?,
+            acquirers: self.locks.participants().await?,
+        })
+    }
+}
+
+/// Whether PATH's children are a semaphore's.
+fn semaphore(children: &[String]) -> bool {
+    children
+        .iter()
+        .any(|name| name == "leases" || name == "locks")
+}
 
 /// `observe` (`follow`) or `status`.
 pub struct Look<'a> {
@@ -41,39 +97,50 @@ impl OnSession for Look<'_> {
 
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {
         let (path, json) = (&self.args.path, self.args.json);
-        let election = match LeaderElection::new(session, path, OBSERVER) {
-            Ok(election) => election,
+        let queues = match Queues::new(session, path) {
+            Ok(queues) => queues,
             Err(err) => return status::report(&err),
         };
         if self.follow {
-            return match signals.or(follow(session, &election, json)).await {
+            return match signals.or(follow(session, &queues, json)).await {
                 Err(_) | Ok(Ok(())) => 0,
                 Ok(Err(err)) => status::report(&err),
             };
         }
-        match signals.or(election.participants()).await {
+        let looked = async {
+            let children = list(session, queues.path.path()).await?;
+            queues.look(session, &children).await
+        };
+        match signals.or(looked).await {
             Err(signal) => status::of_signal(signal),
             Ok(Err(err)) => status::report(&err),
-            Ok(Ok(participants)) => {
-                print(&view::line(election.path(), &participants, json));
+            Ok(Ok(seen)) => {
+                print(&view::line(queues.path.path(), &seen, json));
                 0
             }
         }
     }
 }
 
-/// Prints a line for every change of the election's contenders. Returns when stdout is
-/// closed.
-async fn follow(session: &Session, election: &LeaderElection, json: bool) -> Result<()> {
+/// Prints a line for every change of what PATH holds. Returns when stdout is closed.
+async fn follow(session: &Session, queues: &Queues, json: bool) -> Result<()> {
     let mut events = session.events();
-    let mut shown: Option<Vec<Participant>> = None;
+    let mut shown: Option<Seen> = None;
+    let path = queues.path.path();
     loop {
         events.borrow_and_update();
         let looked = async {
-            let watcher = watch_path(session, election.path()).await?;
-            Ok((watcher, election.participants().await?))
+            let (watcher, children) = watch_path(session, path).await?;
+            let parts = match semaphore(&children) {
+                true => Some((
+                    watch_path(session, queues.leases.path()).await?.0,
+                    watch_path(session, queues.locks.path()).await?.0,
+                )),
+                false => None,
+            };
+            Ok((watcher, parts, queues.look(session, &children).await?))
         };
-        let (watcher, participants) = match looked.await {
+        let (watcher, parts, seen) = match looked.await {
             Ok(looked) => looked,
             Err(Error::ConnectionLoss | Error::SessionExpired) => {
                 next_event(&mut events).await?;
@@ -81,31 +148,56 @@ async fn follow(session: &Session, election: &LeaderElection, json: bool) -> Res
             }
             Err(err) => return Err(err),
         };
-        if shown.as_ref() != Some(&participants) {
-            if !print(&view::line(election.path(), &participants, json)) {
+        if shown.as_ref() != Some(&seen) {
+            if !print(&view::line(path, &seen, json)) {
                 return Ok(());
             }
-            shown = Some(participants);
+            shown = Some(seen);
         }
-        let event = watcher.changed().await;
+        let event = changed(watcher, parts).await;
         debug!(?event, "path changed");
     }
 }
 
+/// The first event of PATH's watch and, for a semaphore, of its two queues' watches.
+async fn changed(
+    path: OneshotWatcher,
+    parts: Option<(OneshotWatcher, OneshotWatcher)>,
+) -> WatchedEvent {
+    let Some((leases, locks)) = parts else {
+        return path.changed().await;
+    };
+    tokio::select! {
+        event = path.changed() => event,
+        event = leases.changed() => event,
+        event = locks.changed() => event,
+    }
+}
+
+/// PATH's children (none if it does not exist).
+async fn list(session: &Session, path: &str) -> Result<Vec<String>> {
+    let client = session.client().ok_or(Error::SessionExpired)?;
+    match client.list_children(path).await {
+        Ok(children) => Ok(children),
+        Err(zookeeper_client::Error::NoNode) => Ok(Vec::new()),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// Sets a one-shot watch that fires when PATH's children change or PATH is created or
-/// deleted.
-async fn watch_path(session: &Session, path: &str) -> Result<OneshotWatcher> {
+/// deleted; returns it with the children (none while PATH does not exist).
+async fn watch_path(session: &Session, path: &str) -> Result<(OneshotWatcher, Vec<String>)> {
     let span = info_span!("zk.observe.watch", path);
     async {
         let client = session.client().ok_or(Error::SessionExpired)?;
         loop {
             match client.list_and_watch_children(path).await {
-                Ok((_, watcher)) => return Ok(watcher),
+                Ok((children, watcher)) => return Ok((watcher, children)),
                 Err(zookeeper_client::Error::NoNode) => {}
                 Err(err) => return Err(err.into()),
             }
             match client.check_and_watch_stat(path).await {
-                Ok((None, watcher)) => return Ok(watcher),
+                Ok((None, watcher)) => return Ok((watcher, Vec::new())),
                 // Created meanwhile: watch its children instead.
                 Ok((Some(_), _)) => continue,
                 Err(err) => return Err(err.into()),

@@ -1,5 +1,6 @@
-//! `zk-recipes observe` and `status`: a line on each change of an election, and a lock's
-//! holder and waiters, against a real ZooKeeper server.
+//! `zk-recipes observe` and `status`: a line on each change of an election or a semaphore,
+//! and the holders and waiters of a lock, a read/write lock and a semaphore, against a
+//! real ZooKeeper server.
 
 mod support;
 
@@ -10,8 +11,8 @@ use serde_json::Value;
 use support::{exit_within, signal, start, Test};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::ChildStdout;
-use zk_harness::{await_count, bounded, name, observer, PATIENCE};
-use zk_recipes::{LeaderElection, Session};
+use zk_harness::{await_count, await_empty, bounded, name, observer, PATIENCE};
+use zk_recipes::{LeaderElection, RwLock, Session};
 
 /// The next line `observe` prints, parsed.
 async fn next(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
@@ -64,7 +65,8 @@ async fn status_prints_a_lock_holder_and_its_waiters() {
     let test = Test::new("status").await;
     let (_session, held) = test.hold_lock().await;
     let mut waiter = start(&mut test.command(&["lock", &test.root]));
-    let queue = await_count(&observer(&test.hosts).await, &test.root, 2).await;
+    let client = observer(&test.hosts).await;
+    let queue = await_count(&client, &test.root, 2).await;
 
     let mut status = test.command(&["status", &test.root]);
     let output = bounded("status", PATIENCE, status.output())
@@ -85,4 +87,108 @@ async fn status_prints_a_lock_holder_and_its_waiters() {
         exit_within(&mut waiter, PATIENCE).await.code(),
         Some(128 + 2)
     );
+    held.release().await.expect("release the lock");
+    await_empty(&client, &test.root).await;
+}
+
+/// Runs `zk-recipes status PATH`; its output, once it succeeded.
+async fn status(test: &Test) -> String {
+    let mut status = test.command(&["status", &test.root]);
+    let output = bounded("status", PATIENCE, status.output())
+        .await
+        .expect("run status");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn status_prints_the_readers_of_a_rwlock_and_a_waiting_writer() {
+    let test = Test::new("status-rwlock").await;
+    let session = Session::connect(&test.hosts).await.expect("connect");
+    let lock = RwLock::new(&session, &test.root).expect("a read/write lock");
+    let first = lock.read().await.expect("a first reader");
+    let second = lock.read().await.expect("a second reader");
+    let writing = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.write().await }
+    });
+    let client = observer(&test.hosts).await;
+    let queue = await_count(&client, &test.root, 3).await;
+
+    let (held, waiting) = ([first.node(), second.node()].map(name), &queue[2]);
+    let expected = format!("read by {}; waiting: writer {waiting}", held.join(", "));
+    assert_eq!(status(&test).await, format!("{}: {expected}\n", test.root));
+    first.release().await.expect("release the first reader");
+    second.release().await.expect("release the second reader");
+    let writer = writing.await.expect("the writer's task").expect("write");
+    writer.release().await.expect("release the writer");
+    await_empty(&client, &test.root).await;
+}
+
+#[tokio::test]
+async fn status_prints_the_leases_of_a_semaphore_and_its_acquirer() {
+    let test = Test::new("status-semaphore").await;
+    let (_session, leases) = test.hold_leases(2, 2).await;
+    let [first, second] = <[_; 2]>::try_from(leases).expect("two leases");
+    let mut waiter = start(&mut test.command(&["lock", "--semaphore", "2", &test.root]));
+    // The acquirer passes the mutex on `locks` and waits with a third lease for the count.
+    let client = observer(&test.hosts).await;
+    let (leases, locks) = (
+        format!("{}/leases", test.root),
+        format!("{}/locks", test.root),
+    );
+    let queue = await_count(&client, &leases, 3).await;
+    await_count(&client, &locks, 1).await;
+
+    let (held, waiting) = ([first.node(), second.node()].map(name), &queue[2]);
+    let expected = format!("2 of 2 leases: {}; waiting: {waiting}", held.join(", "));
+    assert_eq!(status(&test).await, format!("{}: {expected}\n", test.root));
+    signal(&waiter, Signal::SIGINT);
+    assert_eq!(
+        exit_within(&mut waiter, PATIENCE).await.code(),
+        Some(128 + 2)
+    );
+    first.release().await.expect("release the first lease");
+    second.release().await.expect("release the second lease");
+    await_empty(&client, &leases).await;
+    await_empty(&client, &locks).await;
+}
+
+#[tokio::test]
+async fn observe_prints_a_line_when_a_semaphore_lease_is_released() {
+    let test = Test::new("observe-semaphore").await;
+    let (_session, leases) = test.hold_leases(2, 2).await;
+    let [first, second] = <[_; 2]>::try_from(leases).expect("two leases");
+    let mut observe = test.command(&["observe", "--json", &test.root]);
+    let mut observe = start(observe.stdout(Stdio::piped()));
+    let mut lines = BufReader::new(observe.stdout.take().expect("stdout")).lines();
+    let nodes = |line: &Value, key: &str| -> Vec<String> {
+        let list = line[key].as_array().expect("a list");
+        list.iter()
+            .filter_map(|lease| lease["node"].as_str().map(str::to_owned))
+            .collect()
+    };
+
+    let line = next(&mut lines).await;
+    assert_eq!(
+        (&line["kind"], &line["max"]),
+        (&"semaphore".into(), &2.into())
+    );
+    let held = vec![first.node().to_owned(), second.node().to_owned()];
+    assert_eq!(nodes(&line, "leases"), held);
+    assert!(nodes(&line, "waiting").is_empty());
+    first.release().await.expect("release the first lease");
+    assert_eq!(nodes(&next(&mut lines).await, "leases"), held[1..]);
+    second.release().await.expect("release the second lease");
+    let line = next(&mut lines).await;
+    assert_eq!(
+        (&line["kind"], nodes(&line, "leases")),
+        (&"semaphore".into(), vec![])
+    );
+
+    signal(&observe, Signal::SIGTERM);
+    assert_eq!(exit_within(&mut observe, PATIENCE).await.code(), Some(0));
+    let client = observer(&test.hosts).await;
+    await_empty(&client, &format!("{}/leases", test.root)).await;
+    await_empty(&client, &format!("{}/locks", test.root)).await;
 }

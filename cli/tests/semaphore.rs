@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use support::{exit_within, lines, start, zk_recipes, Test};
 use zk_harness::{children, observer, PATIENCE};
-use zk_recipes::{Semaphore, Session};
 
 /// Puts a file of its own into the directory `$0`, appends how many files it holds to
 /// `$1`, sleeps 300 ms and removes its file: the log holds how many CMDs ran at once.
@@ -66,10 +65,8 @@ async fn four_processes_with_semaphore_2_run_at_most_two_cmds_at_once() {
 #[tokio::test]
 async fn timeout_another_maximum_and_the_lease_in_cmd_environment() {
     let test = Test::new("leases").await;
-    let session = Session::connect(&test.hosts).await.expect("connect");
-    let semaphore = Semaphore::new(&session, &test.root, 2).expect("a semaphore");
-    let first = semaphore.acquire().await.expect("a first lease");
-    let second = semaphore.acquire().await.expect("a second lease");
+    let (_session, leases) = test.hold_leases(2, 2).await;
+    let [first, second] = <[_; 2]>::try_from(leases).expect("two leases");
 
     let ran = test.scratch.file("ran");
     let mut full = test.command(&["lock", "--semaphore", "2", "--timeout", "1s", &test.root]);

@@ -14,7 +14,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use zk_harness::{bounded, children, observer, unique_root, Ensemble, PATIENCE};
-use zk_recipes::{Mutex, MutexGuard, Session};
+use zk_recipes::{Lease, Mutex, MutexGuard, Semaphore, Session};
 
 /// What a test works on: the binary's shared standalone server, a lock or election path and
 /// a scratch directory of its own.
@@ -48,6 +48,18 @@ impl Test {
         let mutex = Mutex::new(&session, &self.root).expect("a mutex");
         let guard = mutex.lock().await.expect("lock");
         (session, guard)
+    }
+
+    /// Takes `n` leases of a semaphore of `max` on the test's path with the library, on a
+    /// session of its own.
+    pub async fn hold_leases(&self, max: u32, n: usize) -> (Session, Vec<Lease>) {
+        let session = Session::connect(&self.hosts).await.expect("connect");
+        let semaphore = Semaphore::new(&session, &self.root, max).expect("a semaphore");
+        let mut leases = Vec::with_capacity(n);
+        for _ in 0..n {
+            leases.push(semaphore.acquire().await.expect("a lease"));
+        }
+        (session, leases)
     }
 
     /// The names of the path's children now, in queue order.
