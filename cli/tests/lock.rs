@@ -43,18 +43,20 @@ async fn three_processes_increment_one_file_without_losing_an_update() {
 async fn cmd_gets_the_node_and_its_token_and_its_status_is_passed_on() {
     let test = Test::new("env").await;
     let seen = test.scratch.file("seen");
-    let report = r#"echo "$ZK_LOCK_NODE" "$ZK_FENCING_TOKEN" > "$0"; sleep 0.5; exit 42"#;
+    let go = test.scratch.file("go");
+    // CMD reports what it got, then holds the lock until the test has looked.
+    let report = r#"echo "$ZK_LOCK_NODE" "$ZK_FENCING_TOKEN" > "$0"
+        while [ ! -e "$1" ]; do sleep 0.05; done; exit 42"#;
     let mut lock = test.command(&["lock", &test.root, "--", "sh", "-c", report]);
-    let mut lock = start(lock.arg(&seen));
+    let mut lock = start(lock.arg(&seen).arg(&go));
 
+    let reported = await_lines(&seen, 1).await;
     let client = observer(&test.hosts).await;
     let holder = await_count(&client, &test.root, 1).await.remove(0);
     let node = format!("{}/{holder}", test.root);
     let (_, stat) = client.get_data(&node).await.expect("the holder's node");
-    assert_eq!(
-        await_lines(&seen, 1).await,
-        [format!("{node} {}", stat.czxid)]
-    );
+    assert_eq!(reported, [format!("{node} {}", stat.czxid)]);
+    std::fs::write(&go, b"").expect("let CMD end");
     assert_eq!(exit_within(&mut lock, PATIENCE).await.code(), Some(42));
     assert!(test.children().await.is_empty());
 
