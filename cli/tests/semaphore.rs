@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 use support::{exit_within, lines, start, zk_recipes, Test};
 use zk_harness::{children, observer, PATIENCE};
 
-/// Puts a file of its own into the directory `$0`, appends how many files it holds to
-/// `$1`, sleeps 300 ms and removes its file: the log holds how many CMDs ran at once.
-const COUNTS: &str = r#"touch "$0/$$"; ls "$0" | wc -l >> "$1"; sleep 0.3; rm "$0/$$""#;
+/// Puts a file of its own into the directory `$0`, waits (at most 5 s) for a second CMD
+/// to do the same, appends how many files it then sees to `$1`, and removes its file: the
+/// log holds how many CMDs ran at once, and does not depend on how fast processes start.
+const COUNTS: &str = r#"touch "$0/$$"
+    for _ in $(seq 100); do [ "$(ls "$0" | wc -l)" -ge 2 ] && break; sleep 0.05; done
+    ls "$0" | wc -l >> "$1"; sleep 0.1; rm "$0/$$""#;
 
 /// The nodes left under the semaphore's `leases` and `locks`.
 async fn leftovers(test: &Test) -> Vec<String> {
