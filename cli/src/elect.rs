@@ -16,11 +16,10 @@
 use std::ops::ControlFlow;
 
 use tracing::{info_span, warn, Instrument};
-use zk_recipes::{Candidate, Error, LeaderElection, Leadership, Loss, NodeAcl, Session};
+use zk_recipes::{Candidate, Error, LeaderElection, Leadership, Loss, Session};
 
-use crate::args::{Connection, Elect};
+use crate::args::{Connection, Elect, Run};
 use crate::held::{self, Held, Outcome};
-use crate::security;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -45,12 +44,8 @@ impl OnSession for Elect {
         &self.connection
     }
 
-    fn tolerate_suspension(&self) -> bool {
-        self.run.tolerate_suspension
-    }
-
-    fn node_acl(&self) -> NodeAcl {
-        security::node_acl(self.run.node_acl)
+    fn holding(&self) -> Option<&Run> {
+        Some(&self.run)
     }
 
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {

@@ -10,11 +10,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use zk_recipes::{Lease, Loss, Mutex, MutexGuard, NodeAcl, Result, Semaphore, Session};
+use zk_recipes::{Lease, Loss, Mutex, MutexGuard, Result, Semaphore, Session};
 
-use crate::args::{Connection, Lock};
+use crate::args::{Connection, Lock, Run};
 use crate::held::{self, Held};
-use crate::security;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -56,12 +55,8 @@ impl OnSession for Lock {
         &self.connection
     }
 
-    fn tolerate_suspension(&self) -> bool {
-        self.run.tolerate_suspension
-    }
-
-    fn node_acl(&self) -> NodeAcl {
-        security::node_acl(self.run.node_acl)
+    fn holding(&self) -> Option<&Run> {
+        Some(&self.run)
     }
 
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {

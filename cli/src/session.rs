@@ -9,7 +9,7 @@ use std::time::Duration;
 use tracing::{debug, info_span, Instrument};
 use zk_recipes::{NodeAcl, Session, SessionBuilder};
 
-use crate::args::Connection;
+use crate::args::{Connection, Run};
 use crate::security;
 use crate::signals::Signals;
 use crate::status;
@@ -43,14 +43,11 @@ pub trait OnSession {
     /// How to reach ZooKeeper.
     fn connection(&self) -> &Connection;
 
-    /// See [`zk_recipes::SessionBuilder::tolerate_suspension`].
-    fn tolerate_suspension(&self) -> bool {
-        false
-    }
-
-    /// The ACL of the nodes the command creates.
-    fn node_acl(&self) -> NodeAcl {
-        NodeAcl::Open
+    /// The options of a command that holds something while CMD runs (`lock`, `elect`):
+    /// whether to tolerate suspension, and the ACL of the nodes it creates. `None` (the
+    /// observers): no tolerance, open ACLs.
+    fn holding(&self) -> Option<&Run> {
+        None
     }
 
     /// Runs the command on `session`; returns zk-recipes' exit status. What it made on the
@@ -62,10 +59,11 @@ pub trait OnSession {
 /// session; returns zk-recipes' exit status.
 pub async fn run(command: &impl OnSession, signals: &mut Signals) -> u8 {
     let connection = command.connection();
+    let holding = command.holding();
     let builder = settings(
         connection,
-        command.tolerate_suspension(),
-        command.node_acl(),
+        holding.is_some_and(|run| run.tolerate_suspension),
+        holding.map_or(NodeAcl::Open, |run| security::node_acl(run.node_acl)),
     );
     let builder = match builder {
         Ok(builder) => builder,
