@@ -96,6 +96,17 @@ impl Server {
         }
     }
 
+    /// Waits until every thread of the server is stopped: SIGSTOP takes effect on each
+    /// thread when it is next scheduled, so on a loaded machine a running thread can still
+    /// answer a request right after the signal was sent.
+    fn await_stopped(&self) {
+        let Some(pid) = self.pid() else { return };
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < deadline && !all_threads_stopped(pid) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn kill(&self) {
         let mut child = self.child.lock().unwrap();
         if let Some(mut c) = child.take() {
@@ -269,6 +280,7 @@ impl Ensemble {
     /// SIGSTOP: the process stays, its sockets stay open, nothing is answered.
     pub fn pause(&self, i: usize) {
         self.servers[i].signal(libc::SIGSTOP);
+        self.servers[i].await_stopped();
         self.servers[i].paused.store(true, Ordering::SeqCst);
     }
 
@@ -659,6 +671,20 @@ fn remove_at_exit(ensemble: &'static Ensemble) {
         libc::atexit(cleanup);
     });
     SHARED.lock().unwrap().push(ensemble);
+}
+
+/// Whether every thread of process `pid` is in the stopped state (`T` in its stat line).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true; // gone: nothing answers any more
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).map_or(true, |stat| {
+            // The state follows the command name, which is in parentheses.
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+    })
 }
 
 /// Sends `cmd` to the server at `address`, reads the answer to EOF.
