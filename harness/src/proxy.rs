@@ -1,6 +1,8 @@
 //! A TCP proxy in front of one server, to cut one client off the ensemble, or to hold back
 //! its requests while the server's messages still reach it.
 
+use std::time::Duration;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -11,6 +13,9 @@ enum State {
     Open,
     /// Forwards what the server sends; holds back what the client sends.
     Muted,
+    /// Forwards both ways, but what the server sends only a few bytes at a time, with a
+    /// pause between: every message reaches the client apart from the next.
+    Trickling,
     Cut,
     Closed,
 }
@@ -52,6 +57,14 @@ impl Proxy {
         self.state.send_replace(State::Muted);
     }
 
+    /// Forwards both ways, but what the server sends a few bytes at a time, with pauses
+    /// between, until [`Proxy::restore`]: the client gets each message apart from the next
+    /// (a client that reads two notifications in one go could not show in which order it
+    /// acts on them).
+    pub fn trickle(&self) {
+        self.state.send_replace(State::Trickling);
+    }
+
     /// Accepts and forwards again (in both directions).
     pub fn restore(&self) {
         self.state.send_replace(State::Open);
@@ -85,7 +98,7 @@ async fn accept_loop(listener: TcpListener, server_port: u16, mut states: watch:
 }
 
 fn forwarding(state: State) -> bool {
-    matches!(state, State::Open | State::Muted)
+    matches!(state, State::Open | State::Muted | State::Trickling)
 }
 
 async fn forward(client: TcpStream, server_port: u16, states: watch::Receiver<State>) {
@@ -105,11 +118,38 @@ async fn forward(client: TcpStream, server_port: u16, states: watch::Receiver<St
         }
     };
     tokio::select! {
-        _ = tokio::io::copy(&mut from_server, &mut to_client) => {}
+        _ = downstream(&mut from_server, &mut to_client, states.clone()) => {}
         _ = upstream(&mut from_client, &mut to_server, states) => {}
         _ = cut => {}
     }
     // Both sockets drop here: the client sees its connection end.
+}
+
+/// How many bytes a trickling proxy sends at a time, and the pause after each.
+const TRICKLE: (usize, Duration) = (8, Duration::from_millis(1));
+
+/// Copies server to client, a few bytes at a time while trickling; returns when either side
+/// closes.
+async fn downstream(
+    from: &mut OwnedReadHalf,
+    to: &mut OwnedWriteHalf,
+    states: watch::Receiver<State>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        if *states.borrow() != State::Trickling {
+            to.write_all(&buf[..n]).await?;
+            continue;
+        }
+        for chunk in buf[..n].chunks(TRICKLE.0) {
+            to.write_all(chunk).await?;
+            tokio::time::sleep(TRICKLE.1).await;
+        }
+    }
 }
 
 /// Copies client to server except while muted; returns when either side closes.
