@@ -101,20 +101,32 @@ async fn waiters_acquire_in_order_of_arrival() {
 }
 
 /// Waits until the server's watches under `root` are exactly: the holder (`queue[0]`) on its
-/// own node, every waiter on its predecessor. Returns their number. Watches are set in the
+/// own node; every waiter on its predecessor and on its own node; and every waiter from
+/// `queue[signalled]` on also on its predecessor's left-first signal (one whose predecessor
+/// was first when it entered needs none). Returns their number. Watches are set in the
 /// background after a hand-off and the server offers no event for them, so this polls.
-async fn settle_watches(ensemble: &Ensemble, root: &str, queue: &[String]) -> usize {
+async fn settle_watches(
+    ensemble: &Ensemble,
+    root: &str,
+    queue: &[String],
+    signalled: usize,
+) -> usize {
     let mut expected: BTreeMap<String, usize> = BTreeMap::new();
-    expected.insert(queue[0].clone(), 1);
-    for predecessor in &queue[..queue.len() - 1] {
-        *expected.entry(predecessor.clone()).or_default() += 1;
+    for (i, node) in queue.iter().enumerate() {
+        *expected.entry(node.clone()).or_default() += 1;
+        if let Some(predecessor) = i.checked_sub(1).map(|p| &queue[p]) {
+            *expected.entry(predecessor.clone()).or_default() += 1;
+            if i >= signalled {
+                expected.insert(format!("{predecessor}.left-first"), 1);
+            }
+        }
     }
     ensemble.await_watched_under(root, &expected).await;
     expected.values().sum()
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn no_herd_one_watch_per_waiter() {
+async fn no_herd_each_waiter_watches_only_its_neighbours() {
     const WAITERS: usize = 50;
     let ensemble = Ensemble::start(1).await;
     let root = unique_root("herd");
@@ -150,12 +162,13 @@ async fn no_herd_one_watch_per_waiter() {
     let queue: Vec<String> = queue.iter().map(|n| format!("{root}/{n}")).collect();
     assert_eq!(queue[0], holder.node());
 
-    // Each waiter watches exactly its predecessor; the holder watches its own node.
-    settle_watches(&ensemble, &root, &queue).await;
+    // Each waiter watches its predecessor, its own node and (but the first waiter, whose
+    // predecessor held when it entered) its predecessor's signal; the holder its own node.
+    settle_watches(&ensemble, &root, &queue, 2).await;
     assert_eq!(
         ensemble.watch_count().await,
-        WAITERS + 1,
-        "server-wide watch count (wchs): one per waiter, one for the holder"
+        3 * WAITERS,
+        "server-wide watch count (wchs): three per waiter (two for the first), one for the holder"
     );
 
     // A release wakes exactly the next waiter; nobody else re-registers a watch.
@@ -164,10 +177,11 @@ async fn no_herd_one_watch_per_waiter() {
         .await
         .unwrap();
     assert_eq!((first, node.as_str()), (0, queue[1].as_str()));
-    let total = settle_watches(&ensemble, &root, &queue[1..]).await;
+    let total = settle_watches(&ensemble, &root, &queue[1..], 1).await;
     assert_eq!(
-        total, WAITERS,
-        "one watch per remaining waiter, one for the holder"
+        total,
+        3 * WAITERS - 2,
+        "three watches per remaining waiter, one for the holder"
     );
     assert!(
         acquired.try_recv().is_err(),
@@ -184,6 +198,66 @@ async fn no_herd_one_watch_per_waiter() {
     }
     for waiter in waiters {
         waiter.await.unwrap();
+    }
+    await_empty(&observer, &root).await;
+}
+
+/// A hand-off costs no request: a waiter whose requests are all held back (its proxy muted:
+/// it still hears the server) takes the lock when its blocker releases, both when that
+/// blocker held as the waiter entered and when it became first later (then it signals).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hand_off_needs_no_request() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("hand-off");
+    let holder_session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = live_client(&holder_session);
+    let holder = Mutex::new(&holder_session, &root)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let proxies = [ensemble.proxy(0).await, ensemble.proxy(0).await];
+    let (acquired_tx, mut acquired) = tokio::sync::mpsc::unbounded_channel();
+    let (release_tx, _) = tokio::sync::broadcast::channel::<usize>(2);
+    let mut waiters = Vec::new();
+    for (i, proxy) in proxies.iter().enumerate() {
+        let session = session(&proxy.address(), SESSION_TIMEOUT).await;
+        let mutex = Mutex::new(&session, &root).unwrap();
+        let (acquired, mut release) = (acquired_tx.clone(), release_tx.subscribe());
+        waiters.push(tokio::spawn(async move {
+            let guard = mutex.lock().await.unwrap();
+            acquired.send(i).unwrap();
+            while release.recv().await.unwrap() != i {}
+            guard.release().await.unwrap();
+            drop(session);
+        }));
+        await_count(&observer, &root, i + 2).await;
+    }
+    let queue: Vec<String> = children(&observer, &root)
+        .await
+        .iter()
+        .map(|n| format!("{root}/{n}"))
+        .collect();
+    settle_watches(&ensemble, &root, &queue, 2).await;
+
+    // Each waiter in turn, all its requests held back, takes the lock from the one ahead.
+    let mut holder = Some(holder);
+    for (i, proxy) in proxies.iter().enumerate() {
+        proxy.mute();
+        match holder.take() {
+            Some(holder) => holder.release().await.unwrap(),
+            None => drop(release_tx.send(i - 1).unwrap()),
+        }
+        let next = bounded("the muted waiter acquires", PATIENCE, acquired.recv()).await;
+        assert_eq!(next, Some(i));
+        proxy.restore();
+    }
+
+    release_tx.send(1).unwrap();
+    for waiter in waiters {
+        bounded("a waiter finishes", PATIENCE, waiter)
+            .await
+            .unwrap();
     }
     await_empty(&observer, &root).await;
 }

@@ -243,10 +243,11 @@ async fn try_timeout_and_cancel_leave_no_node() {
     await_empty(&outside, &root).await;
 }
 
-/// One watch per waiter: a writer on the node just ahead of it, a reader on the closest
-/// writer ahead (never a reader); each holder on its own node.
+/// No herd: a writer watches the node just ahead of it, a reader the closest writer ahead
+/// (never a reader), each with that node's left-first signal and its own node; each holder
+/// its own node.
 #[tokio::test(flavor = "multi_thread")]
-async fn one_watch_per_waiting_reader_and_writer() {
+async fn waiting_readers_and_writers_watch_only_their_blockers() {
     let ensemble = Ensemble::start(1).await;
     let root = unique_root("rw-herd");
     let holder_session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
@@ -285,24 +286,53 @@ async fn one_watch_per_waiting_reader_and_writer() {
         .iter()
         .map(|n| format!("{root}/{n}"))
         .collect();
-    // How many watch each node of the queue.
-    let expect = |watched: &[usize]| {
+    // How many sessions watch each node of the queue (`i`), or its left-first signal (`!i`:
+    // a waiter whose blocker was not first when it entered watches for it).
+    let expect = |watched: &[(usize, usize)]| {
         let mut expected = BTreeMap::new();
-        for &i in watched {
-            *expected.entry(queue[i].clone()).or_default() += 1;
+        for &(i, count) in watched {
+            let path = if i < queue.len() {
+                queue[i].clone()
+            } else {
+                format!("{}.left-first", queue[!i])
+            };
+            expected.insert(path, count);
         }
         expected
     };
-    // W0 watches itself; R1 and R2 watch W0; W3 watches R2; R4 and R5 watch W3; W6 watches R5.
-    let before = expect(&[0, 0, 0, 2, 3, 3, 5]);
+    // Every waiter watches its own node. R1 and R2 watch W0; W3 watches R2 and its signal;
+    // R4 and R5 watch W3 and its signal (R5 on W3's session: one server watch for both);
+    // W6 watches R5 and its signal.
+    let before = expect(&[
+        (0, 3),
+        (1, 1),
+        (2, 2),
+        (3, 2),
+        (4, 1),
+        (5, 2),
+        (6, 1),
+        (!2, 1),
+        (!3, 2),
+        (!5, 1),
+    ]);
     ensemble.await_watched_under(&root, &before).await;
-    assert_eq!(ensemble.watch_count().await, 7, "wchs: one watch each");
+    assert_eq!(ensemble.watch_count().await, 16, "wchs: as listed");
 
-    // The writer goes: both readers hold (each watching its own node); the rest keep theirs.
+    // The writer goes: both readers hold, on the watches they had; the rest keep theirs.
     holder.release().await.unwrap();
-    let after = expect(&[1, 2, 2, 3, 3, 5]);
+    let after = expect(&[
+        (1, 1),
+        (2, 2),
+        (3, 2),
+        (4, 1),
+        (5, 2),
+        (6, 1),
+        (!2, 1),
+        (!3, 2),
+        (!5, 1),
+    ]);
     ensemble.await_watched_under(&root, &after).await;
-    assert_eq!(ensemble.watch_count().await, 6, "wchs: one watch each");
+    assert_eq!(ensemble.watch_count().await, 13, "wchs: as listed");
     release.send(()).unwrap();
     for waiter in waiters {
         bounded("a waiter finishes", PATIENCE, waiter)

@@ -216,6 +216,68 @@ async fn a_waiter_whose_node_was_deleted_never_takes_the_lock() {
     }
 }
 
+/// The hand-off heard, not read, after a reconnection. H holds, W waits behind H through a
+/// proxy, X behind W. W's connection is cut; meanwhile someone deletes W's node and H
+/// releases, so X takes the lock. Once W is back, its client sets its watches again and the
+/// server answers them in no particular order: W may hear that H is gone before it hears
+/// that its own node is. W never holds with its deleted node nor together with X: it enters
+/// again, behind X. (W's connection trickles as it comes back, so that W acts on each
+/// notification before the next arrives.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiter_cut_off_while_its_node_is_deleted_never_takes_the_lock() {
+    const ROUNDS: usize = 12;
+    const HOLD: Duration = Duration::from_millis(50);
+    let ensemble = Ensemble::shared(1).await;
+    let hosts = ensemble.connect_string();
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("cut-waiter");
+    let (h, w, x) = (
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&proxy.address(), SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+    );
+    let (w_id, x_id) = (session_id(&w), session_id(&x));
+    let operator = observer(&hosts).await;
+    let mut w_events = w.events();
+    let mut rounds = Vec::new();
+    for _ in 0..ROUNDS {
+        let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
+        let w_turn = spawn_turn(&w, &root, HOLD);
+        let w_node = format!("{root}/{}", await_count(&operator, &root, 2).await[1]);
+        let x_turn = spawn_turn(&x, &root, HOLD);
+        await_count(&operator, &root, 3).await;
+        ensemble.await_watcher(holder.node(), &w_id).await;
+        ensemble.await_watcher(&w_node, &w_id).await;
+        ensemble.await_watcher(&w_node, &x_id).await;
+
+        proxy.cut();
+        await_watch("W's session is suspended", &mut w_events, |e| {
+            *e == SessionEvent::Suspended
+        })
+        .await;
+        operator.delete(&w_node, None).await.unwrap();
+        holder.release().await.unwrap();
+        proxy.trickle();
+
+        let x_turn = bounded("X's turn", PATIENCE, x_turn).await.unwrap();
+        let w_turn = bounded("W's turn", PATIENCE, w_turn).await.unwrap();
+        proxy.restore();
+        rounds.push((w_node, w_turn, x_turn));
+        await_empty(&operator, &root).await;
+    }
+    for (round, (w_node, w, x)) in rounds.iter().enumerate() {
+        assert_ne!(
+            &w.node, w_node,
+            "round {round}: W held with its deleted node"
+        );
+        assert!(
+            !w.overlaps(x) && x.enter < w.enter,
+            "round {round}: X must take the lock before W, alone: {w:?} {x:?}"
+        );
+        assert!(w.released.is_ok() && x.released.is_ok(), "{w:?} {x:?}");
+    }
+}
+
 // ----- 3. the same in an election -----
 
 /// A role a candidate reported: who, the role, when, and who else reported `Leader` then.

@@ -325,11 +325,11 @@ async fn bad_input_is_refused_and_sends_nothing() {
     }
 }
 
-/// Waiters queue at the internal mutex, each watching its predecessor there; only the one
-/// inside (which also watches its own mutex node, as every holder does after 10 ms) watches
-/// the lease list.
+/// Waiters queue at the internal mutex, each watching its predecessor there (with its own
+/// node and, but the first, the predecessor's left-first signal); only the one inside (which
+/// also watches its own mutex node, as every holder does after 10 ms) watches the lease list.
 #[tokio::test(flavor = "multi_thread")]
-async fn one_watch_on_the_lease_list_and_one_per_waiter() {
+async fn one_watch_on_the_lease_list_and_waiters_only_on_their_neighbours() {
     const WAITERS: usize = 5;
     let ensemble = Ensemble::start(1).await;
     let path = unique_root("sem-herd");
@@ -360,10 +360,15 @@ async fn one_watch_on_the_lease_list_and_one_per_waiter() {
     let mut expected: BTreeMap<String, usize> = BTreeMap::new();
     expected.insert(lease.node().to_owned(), 1);
     expected.insert(format!("{}/{}", locks(&path), gate[0]), 1);
-    for predecessor in &gate[..gate.len() - 1] {
+    for (i, waiter) in gate.iter().enumerate().skip(1) {
+        let predecessor = format!("{}/{}", locks(&path), gate[i - 1]);
         *expected
-            .entry(format!("{}/{predecessor}", locks(&path)))
+            .entry(format!("{}/{waiter}", locks(&path)))
             .or_default() += 1;
+        if i > 1 {
+            expected.insert(format!("{predecessor}.left-first"), 1);
+        }
+        *expected.entry(predecessor).or_default() += 1;
     }
     ensemble.await_watched_under(&path, &expected).await;
     ensemble.await_child_watch_count(1).await;

@@ -212,6 +212,7 @@ impl Creating {
             marks: matches!(self.blockers, Blockers::Every) && ahead.count > 0,
             blocks: self.blockers.blocks(),
             armed: true,
+            handoff: None,
             node,
             czxid,
         })

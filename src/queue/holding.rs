@@ -8,8 +8,9 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tracing::{debug, info_span, warn, Instrument};
-use zookeeper_client::{Client, EventType};
+use zookeeper_client::{Client, EventType, OneshotWatcher};
 
+use super::handoff::Armed;
 use super::leaving::Left;
 use super::Contender;
 use crate::error::{Error, Result};
@@ -36,13 +37,14 @@ pub enum Loss {
 pub(super) const NODE_WATCH_DELAY: Duration = Duration::from_millis(10);
 
 /// When a holder starts watching its own node for deletion by someone else.
-#[derive(Clone, Copy, Debug)]
 pub(crate) enum NodeWatch {
     /// At once.
     Now,
     /// After this delay, or as soon as someone awaits the loss: a short critical section
     /// then costs no watch request. Expiry and suspension are noticed from the start.
     After(Duration),
+    /// It is watched already: this watch was set while it waited.
+    Set(Armed),
 }
 
 /// Whether a holding can still be trusted, and why not; shared by the holding, its guards
@@ -89,8 +91,13 @@ pub(crate) struct Holding {
 impl Holding {
     /// Starts watching `contender`, which must hold (be first, or among few enough), for its
     /// loss.
-    pub(crate) fn start(contender: Contender, node_watch: NodeWatch) -> Holding {
+    pub(crate) fn start(mut contender: Contender, node_watch: NodeWatch) -> Holding {
         let (report, loss) = watch::channel(None);
+        // A watch on the node that is set already (while it waited) costs nothing to keep.
+        let set = contender
+            .handoff
+            .take()
+            .and_then(|handoff| handoff.into_own());
         let asked = Arc::new(Notify::new());
         let releasing = Arc::new(AtomicBool::new(false));
         let watching = Watching {
@@ -98,6 +105,10 @@ impl Holding {
             client: contender.client.clone(),
             node: contender.node.clone(),
             asked: asked.clone(),
+        };
+        let node_watch = match set {
+            Some(set) => NodeWatch::Set(set),
+            None => node_watch,
         };
         let released = releasing.clone();
         let span = info_span!("zk.queue.held", node = %contender.node);
@@ -214,13 +225,18 @@ impl Watching {
             return Loss::Closed;
         };
         let node_lost = async {
-            if let NodeWatch::After(delay) = node_watch {
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = self.asked.notified() => {}
+            let set = match node_watch {
+                NodeWatch::Now => None,
+                NodeWatch::After(delay) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.asked.notified() => {}
+                    }
+                    None
                 }
-            }
-            self.node_lost().await
+                NodeWatch::Set(set) => Some(set),
+            };
+            self.node_lost(set).await
         };
         tokio::select! {
             () = self.session.closed() => Loss::Closed,
@@ -229,24 +245,17 @@ impl Watching {
         }
     }
 
-    /// Resolves when the node is deleted (a write into it is no loss) or the session ends.
-    async fn node_lost(&self) -> Loss {
+    /// Resolves when the node is deleted (a write into it is no loss) or the session ends;
+    /// `set`, if given, is a watch on it set already.
+    async fn node_lost(&self, mut set: Option<Armed>) -> Loss {
         loop {
-            let watched = match self.client.upgrade() {
-                Some(client) => retry(&client, || client.get_and_watch_data(&self.node)).await,
-                None => return Loss::Closed,
+            let event = match set.take() {
+                Some(set) => set.await,
+                None => match self.watch().await {
+                    Ok(watcher) => watcher.changed().await,
+                    Err(loss) => return loss,
+                },
             };
-            let watcher = match watched {
-                Ok((_, _, watcher)) => watcher,
-                Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => return Loss::NodeDeleted,
-                Err(Error::Closed) => return Loss::Closed,
-                Err(Error::SessionExpired) => return Loss::SessionExpired,
-                Err(err) => {
-                    warn!(%err, "cannot watch our node");
-                    return Loss::Suspended;
-                }
-            };
-            let event = watcher.changed().await;
             match event.event_type {
                 EventType::NodeDeleted => return Loss::NodeDeleted,
                 EventType::Session => {
@@ -256,6 +265,24 @@ impl Watching {
                     }
                 }
                 other => debug!(?other, "our node changed; a write is no loss"),
+            }
+        }
+    }
+
+    /// Sets a data watch on the node; the loss if it cannot be set.
+    async fn watch(&self) -> std::result::Result<OneshotWatcher, Loss> {
+        let watched = match self.client.upgrade() {
+            Some(client) => retry(&client, || client.get_and_watch_data(&self.node)).await,
+            None => return Err(Loss::Closed),
+        };
+        match watched {
+            Ok((_, _, watcher)) => Ok(watcher),
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Err(Loss::NodeDeleted),
+            Err(Error::Closed) => Err(Loss::Closed),
+            Err(Error::SessionExpired) => Err(Loss::SessionExpired),
+            Err(err) => {
+                warn!(%err, "cannot watch our node");
+                Err(Loss::Suspended)
             }
         }
     }

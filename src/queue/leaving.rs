@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
-use zookeeper_client::{Client, MultiWriteError};
+use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError};
 
 use super::entering::find_own;
+use super::handoff::signal;
 use super::Contender;
 use crate::error::{Error, Result};
 use crate::path;
@@ -129,10 +130,13 @@ impl Drop for Contender {
     }
 }
 
-/// Deletes `node`, whatever its version; with `mark` (the node's creation zxid, for a first
-/// contender only) in one transaction with the root's hand-off mark, so that its successors
-/// know that no one is ahead of them any more (see [`covers`]). If the root cannot be
-/// written (its ACL), the node is deleted plainly.
+/// Deletes `node`, whatever its version. With `mark` (the node's creation zxid, for a first
+/// contender only), in one transaction: the node's left-first signal created and deleted
+/// again, so that its successor hears that it left while first
+/// ([`handoff`](super::handoff)), the node, and the root's hand-off mark, so that successors
+/// that look know that no one is ahead of them any more (see [`covers`]). Without the
+/// signal if it cannot be made (someone made that path, or the root's ACL), and plainly if
+/// the root cannot be written (its ACL).
 async fn remove(
     client: &Client,
     node: &str,
@@ -141,17 +145,48 @@ async fn remove(
     let Some((czxid, (root, _))) = mark.zip(node.rsplit_once('/')) else {
         return client.delete(node, None).await;
     };
-    let mut transaction = client.new_multi_writer();
-    transaction.add_delete(node, None)?;
-    transaction.add_set_data(root, format!("{MARK}{czxid}").as_bytes(), None)?;
-    match transaction.commit().await {
-        Ok(_) => Ok(()),
+    let mark = format!("{MARK}{czxid}");
+    match remove_marked(client, node, Some(&signal(node)), root, &mark).await {
+        Err(MultiWriteError::OperationFailed {
+            index: 0..=1,
+            source,
+        }) => {
+            debug!(%node, %source, "cannot signal the successor; leaving the mark only");
+        }
+        Err(MultiWriteError::OperationFailed { index: 3, source }) => {
+            debug!(%root, %source, "cannot mark the root; deleting plainly");
+            return client.delete(node, None).await;
+        }
+        done => return done.map_err(zookeeper_client::Error::from),
+    }
+    match remove_marked(client, node, None, root, &mark).await {
         Err(MultiWriteError::OperationFailed { index: 1, source }) => {
             debug!(%root, %source, "cannot mark the root; deleting plainly");
             client.delete(node, None).await
         }
-        Err(err) => Err(err.into()),
+        done => done.map_err(zookeeper_client::Error::from),
     }
+}
+
+/// Deletes `node` and writes `mark` into `root` in one transaction, after creating and
+/// deleting `signal` if given.
+async fn remove_marked(
+    client: &Client,
+    node: &str,
+    signal: Option<&str>,
+    root: &str,
+    mark: &str,
+) -> std::result::Result<(), MultiWriteError> {
+    let mut transaction = client.new_multi_writer();
+    if let Some(signal) = signal {
+        // It exists for no one to see: its ACL never matters.
+        let options = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        transaction.add_create(signal, &[], &options)?;
+        transaction.add_delete(signal, None)?;
+    }
+    transaction.add_delete(node, None)?;
+    transaction.add_set_data(root, mark.as_bytes(), None)?;
+    transaction.commit().await.map(drop)
 }
 
 /// What a background removal deletes.

@@ -22,13 +22,19 @@
 //! A contender watches only its *blocker*, the closest contender ahead of it (a data
 //! watch), and remembers whether that blocker was first when it last looked ([`waiting`]).
 //! A notification is a hint, never proof: when the blocker's node changes the contender
-//! looks at it again, and when it is gone the contender reads, in one request, its own node
-//! (which must still exist: anyone may delete it) and the root's hand-off mark. It holds
-//! when its own node exists and either its blocker was first or the mark says that the
-//! blocker left while first. Only when neither is known (the blocker gave up, died, or is
-//! a foreign client) does it list the root once. So a hand-off costs one small request at
-//! any queue length, and a contender reports holding only while its own node is known to
-//! exist.
+//! looks at it again. When it is gone the contender holds if its own node exists and its
+//! blocker left while first, and it learns both without a request where it can
+//! ([`handoff`]): it also watches its own node and, unless its blocker was first already,
+//! the blocker's *left-first signal*, a node that a contender leaving while first creates
+//! and deletes in the transaction that deletes its node. ZooKeeper delivers one session's
+//! notifications in the order of the changes, so a waiter that heard its blocker's deletion
+//! and nothing about its own node knows that its node existed then. Where that cannot be
+//! known (its own node was written into, the blocker left without a signal, the connection
+//! broke meanwhile) it reads, in one request, its own node and the root's hand-off mark,
+//! and only when the blocker's place is still unknown (it gave up, died, or is a foreign
+//! client) does it list the root once. So a hand-off costs no request in the common case
+//! and one small request otherwise, at any queue length, and a contender reports holding
+//! only while its own node is known to exist.
 //!
 //! Who blocks a contender is the recipe's choice ([`Blockers`]): every one ahead (a mutex,
 //! a leader, a writer), some names only (a reader waits on the closest writer ahead, never
@@ -39,10 +45,11 @@
 //!
 //! A contender owns its node: leaving, giving up, and dropping it all delete the node (in
 //! the background when the connection is down), whatever was written into it. A contender
-//! that held after waiting writes the mark into the root in the transaction that deletes
-//! its node ([`leaving`]): every successor then knows that no one is ahead any more. A
-//! contender that was first at entry needs no mark (every successor saw it first), so an
-//! uncontended release is one plain delete.
+//! that held after waiting creates and deletes its left-first signal and writes the mark
+//! into the root in the transaction that deletes its node ([`leaving`]): its successor hears
+//! the signal, and every successor that looks reads the mark, so no one need list the queue
+//! to know that no one is ahead any more. A contender that was first at entry needs neither
+//! (every successor saw it first), so an uncontended release is one plain delete.
 //!
 //! # Holding
 //!
@@ -51,6 +58,7 @@
 //! leaderships share that one implementation.
 
 mod entering;
+mod handoff;
 mod holding;
 mod leaving;
 mod order;
@@ -338,6 +346,8 @@ pub(crate) struct Contender {
     marks: bool,
     /// Whether dropping it deletes the node.
     armed: bool,
+    /// While it waits: what it watches so that a hand-off needs no request.
+    handoff: Option<Box<handoff::HandOff>>,
 }
 
 /// Where a contender stands, as far as it knows.

@@ -3,8 +3,9 @@
 //! thin out: list it with a child watch until few enough are left.
 
 use tracing::{debug, warn};
-use zookeeper_client::{Client, EventType, MultiReadResult, OneshotWatcher};
+use zookeeper_client::{Client, EventType, MultiReadResult};
 
+use super::handoff::{armed, Armed, HandOff};
 use super::leaving::covers;
 use super::order::{sequence, Ahead};
 use super::{Contender, Place, Wait};
@@ -25,6 +26,14 @@ pub(crate) enum Turn {
     /// The contender's session expired, and its node with it. It is disowned; enter again
     /// (on the new session) to contend.
     Expired,
+}
+
+/// How a blocker left, as heard.
+struct Gone {
+    /// The zxid that created it, if it was still there when watched.
+    created: Option<i64>,
+    /// Whether what was heard says that we are first, with our node there.
+    taken: bool,
 }
 
 /// What one look after the blocker left says.
@@ -100,8 +109,12 @@ impl Contender {
 
     async fn wait_until_first(&mut self) -> Result<Turn> {
         loop {
+            let handoff = self.handoff.take();
             let (blocker, blocker_first) = match &self.place {
-                Place::First => return Ok(Turn::First),
+                Place::First => {
+                    self.handoff = handoff;
+                    return Ok(Turn::First);
+                }
                 Place::Crowded(_) => {
                     if !Box::pin(self.thinned()).await? {
                         return Ok(self.evicted());
@@ -111,11 +124,17 @@ impl Contender {
                 Place::Behind {
                     blocker,
                     blocker_first,
-                } => (blocker, blocker_first),
+                } => (blocker, *blocker_first),
             };
-            let created = self.gone(blocker).await?;
+            let (gone, handoff) = self.gone(blocker, blocker_first, handoff).await?;
+            self.handoff = handoff;
+            if gone.taken {
+                debug!(node = %self.node, "blocker gone; first, as heard without a request");
+                self.place = Place::First;
+                continue;
+            }
             // Boxed, here and below: what runs after a wake-up takes no room while waiting.
-            let look = Box::pin(self.look_after(created, *blocker_first)).await?;
+            let look = Box::pin(self.look_after(gone.created, blocker_first)).await?;
             match look {
                 Look::First => {
                     debug!(node = %self.node, "blocker gone; first");
@@ -133,34 +152,56 @@ impl Contender {
         Turn::Evicted
     }
 
-    /// Resolves once the node at `blocker` is gone, with the zxid that created it (`None`
-    /// if it was gone before it could be watched). A data change is someone's write, not a
-    /// departure: the node is watched again.
-    async fn gone(&self, blocker: &str) -> Result<Option<i64>> {
+    /// Resolves once the node at `blocker` is gone: with the zxid that created it (`None`
+    /// if it was gone before it could be watched), and whether what was heard says that we
+    /// are first ([`HandOff::taken`]). A data change is someone's write, not a departure:
+    /// the node is watched again. The hand-off's watches (`handoff`: ours, kept from an
+    /// earlier blocker) are set with the blocker's, in the same round trip.
+    async fn gone(
+        &self,
+        blocker: &str,
+        blocker_first: bool,
+        handoff: Option<Box<HandOff>>,
+    ) -> Result<(Gone, Option<Box<HandOff>>)> {
+        let own = handoff.and_then(|handoff| handoff.into_own());
+        let client = self.client()?;
+        let arming = HandOff::arm(&client, &self.node, own, blocker, blocker_first);
+        // Boxed: setting the watches takes no room while waiting on them.
+        let (watched, handoff) =
+            Box::pin(async { tokio::join!(self.watch(blocker), arming) }).await;
+        drop(client);
+        // One that could not be set only costs a request after the blocker left.
+        let mut handoff = handoff.ok();
+        let mut watched = watched?;
         let mut created = None;
         loop {
-            // Boxed: setting the watch takes no room while waiting on it.
-            let Some((watcher, czxid)) = Box::pin(self.watch(blocker)).await? else {
-                return Ok(created);
+            let Some((watcher, czxid)) = watched else {
+                break;
             };
             created = Some(czxid);
-            let event = watcher.changed().await;
+            let event = watcher.await;
             match event.event_type {
-                EventType::NodeDeleted => return Ok(created),
+                EventType::NodeDeleted => break,
                 EventType::Session => return Err(terminal(event.session_state)),
                 other => debug!(%blocker, ?other, "blocker changed but may be there"),
             }
+            // Boxed: setting the watch takes no room while waiting on it.
+            watched = Box::pin(self.watch(blocker)).await?;
         }
+        let taken = handoff
+            .as_mut()
+            .is_some_and(|handoff| handoff.taken(blocker_first));
+        Ok((Gone { created, taken }, handoff))
     }
 
     /// Sets a data watch on the node at `path`; with the zxid that created it, or `None` if
     /// it does not exist.
-    async fn watch(&self, path: &str) -> Result<Option<(OneshotWatcher, i64)>> {
+    async fn watch(&self, path: &str) -> Result<Option<(Armed, i64)>> {
         let client = self.client()?;
         match retry(&client, || client.get_and_watch_data(path)).await {
             Ok((_, stat, watcher)) => {
                 debug!(node = %self.node, blocker = %path, "watching the blocker");
-                Ok(Some((watcher, stat.czxid)))
+                Ok(Some((armed(watcher), stat.czxid)))
             }
             Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
             Err(err) => Err(err),
