@@ -193,8 +193,16 @@ impl Semaphore {
                 return Ok(None);
             };
             let leased = self.lease(wait).await;
-            if let Err(err) = gate.release().await {
-                debug!(%err, "the gate is left in the background");
+            match leased {
+                // Not awaited: the gate's node goes in the background (one round trip less);
+                // the next acquirer passes once it is gone.
+                Ok(Some(_)) => drop(gate),
+                // Awaited: a failed acquisition leaves nothing behind when it returns.
+                Ok(None) | Err(_) => {
+                    if let Err(err) = gate.release().await {
+                        debug!(%err, "the gate is left in the background");
+                    }
+                }
             }
             Ok(leased?.map(|holding| Lease { holding }))
         }
