@@ -93,12 +93,13 @@ pub fn memory(waiters: usize, rss_kib_per_waiter: f64) -> Target {
     }
 }
 
-/// Server watches with the waiters queued: one predecessor watch per waiter, plus the
-/// holder's own-node watch (ours: the loss monitor; the peer has none); the observer
-/// sets none.
+/// Server watches with the waiters queued: at most three per waiter (its blocker, its own
+/// node, its blocker's left-first signal; fewer where one session watches a node twice),
+/// plus the holder's own-node watch (ours: the loss monitor; the peer has none); the
+/// observer sets none.
 pub fn watches(waiters: usize, ours: usize) -> Target {
-    let expected = waiters + 1;
-    Target::new(format!("ours = {expected}"), ours == expected)
+    let most = 3 * waiters + 1;
+    Target::new(format!("ours ≤ {most}"), ours <= most)
 }
 
 /// On the wire, uncontended: a cycle's p50 at most 0.72 × the peer's (two round trips
