@@ -162,13 +162,13 @@ async fn no_herd_each_waiter_watches_only_its_neighbours() {
     let queue: Vec<String> = queue.iter().map(|n| format!("{root}/{n}")).collect();
     assert_eq!(queue[0], holder.node());
 
-    // Each waiter watches its predecessor, its own node and (but the first waiter, whose
-    // predecessor held when it entered) its predecessor's signal; the holder its own node.
-    settle_watches(&ensemble, &root, &queue, 2).await;
+    // Each waiter watches its predecessor, its own node and its predecessor's signal (even
+    // the first waiter, whose predecessor held when it entered); the holder its own node.
+    settle_watches(&ensemble, &root, &queue, 1).await;
     assert_eq!(
         ensemble.watch_count().await,
-        3 * WAITERS,
-        "server-wide watch count (wchs): three per waiter (two for the first), one for the holder"
+        3 * WAITERS + 1,
+        "server-wide watch count (wchs): three per waiter, one for the holder"
     );
 
     // A release wakes exactly the next waiter; nobody else re-registers a watch.
@@ -238,7 +238,7 @@ async fn a_hand_off_needs_no_request() {
         .iter()
         .map(|n| format!("{root}/{n}"))
         .collect();
-    settle_watches(&ensemble, &root, &queue, 2).await;
+    settle_watches(&ensemble, &root, &queue, 1).await;
 
     // Each waiter in turn, all its requests held back, takes the lock from the one ahead.
     let mut holder = Some(holder);

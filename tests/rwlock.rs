@@ -300,7 +300,8 @@ async fn waiting_readers_and_writers_watch_only_their_blockers() {
         }
         expected
     };
-    // Every waiter watches its own node. R1 and R2 watch W0; W3 watches R2 and its signal;
+    // Every waiter watches its own node. R1 and R2 watch W0 and its signal; W3 watches R2
+    // and its signal;
     // R4 and R5 watch W3 and its signal (R5 on W3's session: one server watch for both);
     // W6 watches R5 and its signal.
     let before = expect(&[
@@ -311,12 +312,13 @@ async fn waiting_readers_and_writers_watch_only_their_blockers() {
         (4, 1),
         (5, 2),
         (6, 1),
+        (!0, 2),
         (!2, 1),
         (!3, 2),
         (!5, 1),
     ]);
     ensemble.await_watched_under(&root, &before).await;
-    assert_eq!(ensemble.watch_count().await, 16, "wchs: as listed");
+    assert_eq!(ensemble.watch_count().await, 18, "wchs: as listed");
 
     // The writer goes: both readers hold, on the watches they had; the rest keep theirs.
     holder.release().await.unwrap();

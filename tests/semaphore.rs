@@ -326,7 +326,7 @@ async fn bad_input_is_refused_and_sends_nothing() {
 }
 
 /// Waiters queue at the internal mutex, each watching its predecessor there (with its own
-/// node and, but the first, the predecessor's left-first signal); only the one inside (which
+/// node and the predecessor's left-first signal); only the one inside (which
 /// also watches its own mutex node, as every holder does after 10 ms) watches the lease list.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_watch_on_the_lease_list_and_waiters_only_on_their_neighbours() {
@@ -365,9 +365,7 @@ async fn one_watch_on_the_lease_list_and_waiters_only_on_their_neighbours() {
         *expected
             .entry(format!("{}/{waiter}", locks(&path)))
             .or_default() += 1;
-        if i > 1 {
-            expected.insert(format!("{predecessor}.left-first"), 1);
-        }
+        expected.insert(format!("{predecessor}.left-first"), 1);
         *expected.entry(predecessor).or_default() += 1;
     }
     ensemble.await_watched_under(&path, &expected).await;

@@ -210,6 +210,7 @@ impl Creating {
             place: Place::of(&self.root, &ahead, self.blockers.crowded(children.len())),
             // One that entered first is seen as first by every successor already.
             marks: matches!(self.blockers, Blockers::Every) && ahead.count > 0,
+            exclusive: matches!(self.blockers, Blockers::Every),
             blocks: self.blockers.blocks(),
             armed: true,
             handoff: None,

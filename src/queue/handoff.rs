@@ -11,7 +11,9 @@
 //! `<its node>.left-first` and deletes it again in the transaction that deletes its node,
 //! so its successor, watching that path, hears the creation just before the deletion (no
 //! one ever sees the signal in a listing). A waiter whose blocker was already first when
-//! it looked needs no signal.
+//! it looked waits for the signal all the same: without it, a deletion of its own node in
+//! the same transaction as its blocker's, after it (as `zkCli deleteall` makes), would be
+//! heard only after the hand-off, while the blocker's own transaction never deletes it.
 //!
 //! Anything else (the own node was written into, the signal never came, the connection
 //! broke and watches were set again, which the servers answer in no particular order)
@@ -50,8 +52,8 @@ pub(super) struct HandOff {
     states: StateWatcher,
     /// A data watch on our own node, set while it existed.
     own: Option<Armed>,
-    /// An exists watch on the blocker's left-first signal; `None` if the blocker was first
-    /// when we looked (no signal needed) or the signal could not be watched.
+    /// An exists watch on the blocker's left-first signal; `None` if it could not be
+    /// watched.
     signal: Option<Armed>,
 }
 
@@ -65,8 +67,8 @@ impl std::fmt::Debug for HandOff {
 }
 
 impl HandOff {
-    /// Watches `node` (our own, unless `own` already watches it) and, unless
-    /// `blocker_first`, the left-first signal of `blocker`. Meant to be sent with the
+    /// Watches `node` (our own, unless `own` already watches it) and the left-first signal
+    /// of `blocker`. Meant to be sent with the
     /// blocker's watch, so that all are answered in one round trip.
     ///
     /// # Notable errors
@@ -80,7 +82,6 @@ impl HandOff {
         node: &str,
         own: Option<Armed>,
         blocker: &str,
-        blocker_first: bool,
     ) -> Result<Box<HandOff>> {
         let states = client.state_watcher();
         let watch_own = async {
@@ -90,9 +91,6 @@ impl HandOff {
             }
         };
         let watch_signal = async {
-            if blocker_first {
-                return Ok(None);
-            }
             let path = signal(blocker);
             match retry(client, || client.check_and_watch_stat(&path)).await? {
                 (None, watcher) => Ok(Some(armed(watcher))),
@@ -110,7 +108,7 @@ impl HandOff {
 
     /// Once the blocker's deletion was heard: whether we are first with our own node known
     /// to exist, from what was heard before it alone.
-    pub(super) fn taken(&mut self, blocker_first: bool) -> bool {
+    pub(super) fn taken(&mut self) -> bool {
         let connection_same = ready(pin!(self.states.changed())).is_none();
         // A watch that fired is spent (and must not be polled again).
         if let Some(own) = self.own.as_mut() {
@@ -119,8 +117,10 @@ impl HandOff {
             }
         }
         let own_there = self.own.is_some();
-        let left_first = blocker_first
-            || self.signal.as_mut().is_some_and(|signal| {
+        // Even a blocker that was first when we looked must signal: a deletion of our node
+        // in the same transaction as the blocker's, after it (`deleteall`), is heard only
+        // after the blocker's, while the blocker's own transaction never deletes our node.
+        let left_first = self.signal.as_mut().is_some_and(|signal| {
                 ready(signal.as_mut())
                     .is_some_and(|event| event.event_type == EventType::NodeCreated)
             });

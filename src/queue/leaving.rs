@@ -10,7 +10,6 @@ use uuid::Uuid;
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError};
 
 use super::entering::find_own;
-use super::handoff::signal;
 use super::Contender;
 use crate::error::{Error, Result};
 use crate::path;
@@ -72,9 +71,9 @@ impl Contender {
             }
         };
         connected_now(&client)?;
-        let mark = self.mark();
-        let span = debug_span!("zk.queue.leave", node = %self.node, ?mark);
-        let removed = remove(&client, &self.node, mark).instrument(span).await;
+        let (signal, mark) = (self.signals(), self.mark());
+        let span = debug_span!("zk.queue.leave", node = %self.node, signal, ?mark);
+        let removed = remove(&client, &self.node, signal, mark).instrument(span).await;
         match removed {
             Ok(()) => {
                 self.armed = false;
@@ -115,16 +114,23 @@ impl Contender {
     fn mark(&self) -> Option<i64> {
         (self.marks && self.is_first()).then_some(self.czxid)
     }
+
+    /// Whether leaving now must signal the successor: an exclusive contender that is first,
+    /// whether it entered first or not (a successor that saw it first also waits for the
+    /// signal: only the transaction that makes it cannot also delete the successor's node).
+    fn signals(&self) -> bool {
+        self.exclusive && self.is_first()
+    }
 }
 
 impl Drop for Contender {
     fn drop(&mut self) {
         if self.armed {
-            let mark = self.mark();
+            let (signal, mark) = (self.signals(), self.mark());
             spawn_removal(
                 self.session.clone(),
                 self.client.clone(),
-                Removal::Node(std::mem::take(&mut self.node), mark),
+                Removal::Node(std::mem::take(&mut self.node), signal, mark),
             );
         }
     }
@@ -140,13 +146,38 @@ impl Drop for Contender {
 async fn remove(
     client: &Client,
     node: &str,
+    signal: bool,
     mark: Option<i64>,
 ) -> std::result::Result<(), zookeeper_client::Error> {
     let Some((czxid, (root, _))) = mark.zip(node.rsplit_once('/')) else {
-        return client.delete(node, None).await;
+        if !signal {
+            return client.delete(node, None).await;
+        }
+        // No mark (it entered first): the signal and the node only.
+        let mut transaction = client.new_multi_writer();
+        let signal = super::handoff::signal(node);
+        let options = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+        let signalled = transaction
+            .add_create(&signal, &[], &options)
+            .and_then(|()| transaction.add_delete(&signal, None))
+            .and_then(|()| transaction.add_delete(node, None));
+        if signalled.is_err() {
+            return client.delete(node, None).await;
+        }
+        return match transaction.commit().await {
+            Err(MultiWriteError::OperationFailed {
+                index: 0..=1,
+                source,
+            }) => {
+                debug!(%node, %source, "cannot signal the successor; deleting plainly");
+                client.delete(node, None).await
+            }
+            done => done.map(drop).map_err(zookeeper_client::Error::from),
+        };
     };
     let mark = format!("{MARK}{czxid}");
-    match remove_marked(client, node, Some(&signal(node)), root, &mark).await {
+    let signalled = signal.then(|| super::handoff::signal(node));
+    match remove_marked(client, node, signalled.as_deref(), root, &mark).await {
         Err(MultiWriteError::OperationFailed {
             index: 0..=1,
             source,
@@ -191,8 +222,9 @@ async fn remove_marked(
 
 /// What a background removal deletes.
 pub(super) enum Removal {
-    /// A node of ours, and the mark to leave in the root, if any (see [`remove`]).
-    Node(String, Option<i64>),
+    /// A node of ours, whether to signal its successor, and the mark to leave in the root,
+    /// if any (see [`remove`]).
+    Node(String, bool, Option<i64>),
     /// The node named with this uuid under the root, if a create made it.
     ByUuid { root: Arc<str>, uuid: Uuid },
 }
@@ -217,10 +249,10 @@ async fn remove_in_background(client: Weak<Client>, removal: Removal) {
     let Some(client) = client.upgrade() else {
         return; // the session was closed or replaced: the node went with it
     };
-    let (node, mark) = match removal {
-        Removal::Node(node, mark) => (node, mark),
+    let (node, signal, mark) = match removal {
+        Removal::Node(node, signal, mark) => (node, signal, mark),
         Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid).await {
-            Some(node) => (node, None),
+            Some(node) => (node, false, None),
             None => return,
         },
     };
@@ -229,7 +261,7 @@ async fn remove_in_background(client: Weak<Client>, removal: Removal) {
         if reconnected(&client).await.is_err() {
             return;
         }
-        match retry(&client, || remove(&client, &node, mark)).await {
+        match retry(&client, || remove(&client, &node, signal, mark)).await {
             Ok(()) => debug!("deleted in the background"),
             Err(Error::ZooKeeper(zookeeper_client::Error::NoNode))
             | Err(Error::SessionExpired | Error::Closed) => {}

@@ -24,9 +24,9 @@
 //! A notification is a hint, never proof: when the blocker's node changes the contender
 //! looks at it again. When it is gone the contender holds if its own node exists and its
 //! blocker left while first, and it learns both without a request where it can
-//! ([`handoff`]): it also watches its own node and, unless its blocker was first already,
-//! the blocker's *left-first signal*, a node that a contender leaving while first creates
-//! and deletes in the transaction that deletes its node. ZooKeeper delivers one session's
+//! ([`handoff`]): it also watches its own node and the blocker's *left-first signal*, a
+//! node that an exclusive contender leaving while first creates and deletes in the
+//! transaction that deletes its node. ZooKeeper delivers one session's
 //! notifications in the order of the changes, so a waiter that heard its blocker's deletion
 //! and nothing about its own node knows that its node existed then. Where that cannot be
 //! known (its own node was written into, the blocker left without a signal, the connection
@@ -48,8 +48,9 @@
 //! that held after waiting creates and deletes its left-first signal and writes the mark
 //! into the root in the transaction that deletes its node ([`leaving`]): its successor hears
 //! the signal, and every successor that looks reads the mark, so no one need list the queue
-//! to know that no one is ahead any more. A contender that was first at entry needs neither
-//! (every successor saw it first), so an uncontended release is one plain delete.
+//! to know that no one is ahead any more. A contender that was first at entry needs no mark
+//! (every successor saw it first) but signals all the same, in one transaction with its
+//! delete: a release is one request either way.
 //!
 //! # Holding
 //!
@@ -341,6 +342,9 @@ pub(crate) struct Contender {
     place: Place,
     /// Which names ahead keep it from holding (see [`Blockers::blocks`]).
     blocks: fn(&str) -> bool,
+    /// Whether it excludes every other holder ([`Blockers::Every`]): leaving while first, it
+    /// signals its successor (see [`handoff`]).
+    exclusive: bool,
     /// Whether leaving while first must mark the root: an exclusive contender that entered
     /// behind others, so its successors may not know that it became first.
     marks: bool,

@@ -126,7 +126,7 @@ impl Contender {
                     blocker_first,
                 } => (blocker, *blocker_first),
             };
-            let (gone, handoff) = self.gone(blocker, blocker_first, handoff).await?;
+            let (gone, handoff) = self.gone(blocker, handoff).await?;
             self.handoff = handoff;
             if gone.taken {
                 debug!(node = %self.node, "blocker gone; first, as heard without a request");
@@ -160,12 +160,11 @@ impl Contender {
     async fn gone(
         &self,
         blocker: &str,
-        blocker_first: bool,
         handoff: Option<Box<HandOff>>,
     ) -> Result<(Gone, Option<Box<HandOff>>)> {
         let own = handoff.and_then(|handoff| handoff.into_own());
         let client = self.client()?;
-        let arming = HandOff::arm(&client, &self.node, own, blocker, blocker_first);
+        let arming = HandOff::arm(&client, &self.node, own, blocker);
         // Boxed: setting the watches takes no room while waiting on them.
         let (watched, handoff) =
             Box::pin(async { tokio::join!(self.watch(blocker), arming) }).await;
@@ -190,7 +189,7 @@ impl Contender {
         }
         let taken = handoff
             .as_mut()
-            .is_some_and(|handoff| handoff.taken(blocker_first));
+            .is_some_and(|handoff| handoff.taken());
         Ok((Gone { created, taken }, handoff))
     }
 
