@@ -278,6 +278,64 @@ async fn a_waiter_cut_off_while_its_node_is_deleted_never_takes_the_lock() {
     }
 }
 
+/// The hand-off heard, not read, when one transaction deletes both. H holds, W waits behind
+/// H (H was first when W listed), X behind W. Someone deletes H's node and W's node in one
+/// transaction, H's first (as `zkCli deleteall` may, in the listing's order). W's connection
+/// trickles, so that W acts on "H deleted" before it receives "W deleted": hearing nothing
+/// about its own node proves nothing here; only H's left-first signal, which comes from a
+/// release that deletes no one else's node, would. W never holds with its deleted node nor
+/// together with X: it enters again, behind X.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiter_deleted_in_its_blockers_transaction_never_takes_the_lock() {
+    const ROUNDS: usize = 5;
+    const HOLD: Duration = Duration::from_millis(50);
+    let ensemble = Ensemble::shared(1).await;
+    let hosts = ensemble.connect_string();
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("one-transaction");
+    let (h, w, x) = (
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&proxy.address(), SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+    );
+    let (w_id, x_id) = (session_id(&w), session_id(&x));
+    let operator = observer(&hosts).await;
+    let mut rounds = Vec::new();
+    for _ in 0..ROUNDS {
+        let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
+        let w_turn = spawn_turn(&w, &root, HOLD);
+        let w_node = format!("{root}/{}", await_count(&operator, &root, 2).await[1]);
+        let x_turn = spawn_turn(&x, &root, HOLD);
+        await_count(&operator, &root, 3).await;
+        ensemble.await_watcher(holder.node(), &w_id).await;
+        ensemble.await_watcher(&w_node, &w_id).await;
+        ensemble.await_watcher(&w_node, &x_id).await;
+
+        proxy.trickle();
+        let mut both = operator.new_multi_writer();
+        both.add_delete(holder.node(), None).unwrap();
+        both.add_delete(&w_node, None).unwrap();
+        both.commit().await.unwrap();
+
+        let x_turn = bounded("X's turn", PATIENCE, x_turn).await.unwrap();
+        let w_turn = bounded("W's turn", PATIENCE, w_turn).await.unwrap();
+        proxy.restore();
+        drop(holder);
+        rounds.push((w_node, w_turn, x_turn));
+        await_empty(&operator, &root).await;
+    }
+    for (round, (w_node, w, x)) in rounds.iter().enumerate() {
+        assert_ne!(
+            &w.node, w_node,
+            "round {round}: W held with its deleted node"
+        );
+        assert!(
+            !w.overlaps(x) && x.enter < w.enter,
+            "round {round}: X must take the lock before W, alone: {w:?} {x:?}"
+        );
+    }
+}
+
 // ----- 3. the same in an election -----
 
 /// A role a candidate reported: who, the role, when, and who else reported `Leader` then.

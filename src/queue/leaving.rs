@@ -73,7 +73,9 @@ impl Contender {
         connected_now(&client)?;
         let (signal, mark) = (self.signals(), self.mark());
         let span = debug_span!("zk.queue.leave", node = %self.node, signal, ?mark);
-        let removed = remove(&client, &self.node, signal, mark).instrument(span).await;
+        let removed = remove(&client, &self.node, signal, mark)
+            .instrument(span)
+            .await;
         match removed {
             Ok(()) => {
                 self.armed = false;
@@ -136,87 +138,63 @@ impl Drop for Contender {
     }
 }
 
-/// Deletes `node`, whatever its version. With `mark` (the node's creation zxid, for a first
-/// contender only), in one transaction: the node's left-first signal created and deleted
-/// again, so that its successor hears that it left while first
-/// ([`handoff`](super::handoff)), the node, and the root's hand-off mark, so that successors
-/// that look know that no one is ahead of them any more (see [`covers`]). Without the
-/// signal if it cannot be made (someone made that path, or the root's ACL), and plainly if
-/// the root cannot be written (its ACL).
+/// Deletes `node`, whatever its version, in one transaction with what tells its successors
+/// that it left while first: with `signal`, its left-first signal created and deleted again
+/// first, so that its successor hears it ([`handoff`](super::handoff)); with `mark` (the
+/// node's creation zxid), the root's hand-off mark after, so that successors that look know
+/// that no one is ahead of them any more (see [`covers`]). Whatever of these cannot be
+/// written (someone made the signal's path; the root's ACL) is left out, and the node is
+/// deleted all the same.
 async fn remove(
+    client: &Client,
+    node: &str,
+    mut signal: bool,
+    mut mark: Option<i64>,
+) -> std::result::Result<(), zookeeper_client::Error> {
+    loop {
+        let failed = match remove_telling(client, node, signal, mark).await {
+            Err(MultiWriteError::OperationFailed { index, source }) => (index, source),
+            done => return done.map_err(zookeeper_client::Error::from),
+        };
+        // The operations: signal (two, if any), node, mark (if any).
+        match (failed, signal) {
+            ((0..=1, source), true) => {
+                debug!(%node, %source, "cannot signal the successor; leaving that out");
+                signal = false;
+            }
+            ((index, source), _) if mark.is_some() && index == usize::from(signal) * 2 + 1 => {
+                debug!(%node, %source, "cannot mark the root; leaving that out");
+                mark = None;
+            }
+            ((_, source), _) => return Err(source),
+        }
+    }
+}
+
+/// Deletes `node` in one transaction: after creating and deleting its left-first signal if
+/// `signal`, before writing `mark` into its root if given; a plain delete if neither.
+async fn remove_telling(
     client: &Client,
     node: &str,
     signal: bool,
     mark: Option<i64>,
-) -> std::result::Result<(), zookeeper_client::Error> {
-    let Some((czxid, (root, _))) = mark.zip(node.rsplit_once('/')) else {
-        if !signal {
-            return client.delete(node, None).await;
-        }
-        // No mark (it entered first): the signal and the node only.
-        let mut transaction = client.new_multi_writer();
-        let signal = super::handoff::signal(node);
-        let options = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-        let signalled = transaction
-            .add_create(&signal, &[], &options)
-            .and_then(|()| transaction.add_delete(&signal, None))
-            .and_then(|()| transaction.add_delete(node, None));
-        if signalled.is_err() {
-            return client.delete(node, None).await;
-        }
-        return match transaction.commit().await {
-            Err(MultiWriteError::OperationFailed {
-                index: 0..=1,
-                source,
-            }) => {
-                debug!(%node, %source, "cannot signal the successor; deleting plainly");
-                client.delete(node, None).await
-            }
-            done => done.map(drop).map_err(zookeeper_client::Error::from),
-        };
-    };
-    let mark = format!("{MARK}{czxid}");
-    let signalled = signal.then(|| super::handoff::signal(node));
-    match remove_marked(client, node, signalled.as_deref(), root, &mark).await {
-        Err(MultiWriteError::OperationFailed {
-            index: 0..=1,
-            source,
-        }) => {
-            debug!(%node, %source, "cannot signal the successor; leaving the mark only");
-        }
-        Err(MultiWriteError::OperationFailed { index: 3, source }) => {
-            debug!(%root, %source, "cannot mark the root; deleting plainly");
-            return client.delete(node, None).await;
-        }
-        done => return done.map_err(zookeeper_client::Error::from),
-    }
-    match remove_marked(client, node, None, root, &mark).await {
-        Err(MultiWriteError::OperationFailed { index: 1, source }) => {
-            debug!(%root, %source, "cannot mark the root; deleting plainly");
-            client.delete(node, None).await
-        }
-        done => done.map_err(zookeeper_client::Error::from),
-    }
-}
-
-/// Deletes `node` and writes `mark` into `root` in one transaction, after creating and
-/// deleting `signal` if given.
-async fn remove_marked(
-    client: &Client,
-    node: &str,
-    signal: Option<&str>,
-    root: &str,
-    mark: &str,
 ) -> std::result::Result<(), MultiWriteError> {
+    let root_and_mark = mark.zip(node.rsplit_once('/'));
+    if !signal && root_and_mark.is_none() {
+        return Ok(client.delete(node, None).await?);
+    }
     let mut transaction = client.new_multi_writer();
-    if let Some(signal) = signal {
+    if signal {
+        let signal = super::handoff::signal(node);
         // It exists for no one to see: its ACL never matters.
         let options = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-        transaction.add_create(signal, &[], &options)?;
-        transaction.add_delete(signal, None)?;
+        transaction.add_create(&signal, &[], &options)?;
+        transaction.add_delete(&signal, None)?;
     }
     transaction.add_delete(node, None)?;
-    transaction.add_set_data(root, mark.as_bytes(), None)?;
+    if let Some((czxid, (root, _))) = root_and_mark {
+        transaction.add_set_data(root, format!("{MARK}{czxid}").as_bytes(), None)?;
+    }
     transaction.commit().await.map(drop)
 }
 
