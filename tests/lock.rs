@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk_harness::{
-    await_children, await_count, await_empty, await_watch, bounded, children, expire_session,
-    live_client, name, observer, session, tolerant_session, unique_root, Ensemble, PATIENCE,
+    await_children, await_count, await_empty, await_queue, await_watch, bounded, children,
+    expire_session, live_client, name, observer, session, tolerant_session, unique_root, Ensemble,
+    PATIENCE,
 };
 use zk_recipes::{DistributedLock, Error, Loss, Mutex, Session, SessionEvent};
 use zookeeper_client::{Acls, Client, CreateMode};
@@ -259,6 +260,46 @@ async fn a_hand_off_needs_no_request() {
             .await
             .unwrap();
     }
+    await_empty(&observer, &root).await;
+}
+
+/// A waiter hears its own node's deletion (it watches its own node): it enters the queue
+/// again at once, behind the holder, instead of waiting for the holder to leave first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_whose_node_is_deleted_queues_again_at_once() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("requeue");
+    let holder_session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = live_client(&holder_session);
+    let holder = Mutex::new(&holder_session, &root)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let waiting = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let waiter_id = live_client(&waiting).session_id().to_string();
+    let mutex = Mutex::new(&waiting, &root).unwrap();
+    let waiter = tokio::spawn(async move {
+        let guard = mutex.lock().await.unwrap();
+        let node = guard.node().to_owned();
+        guard.release().await.unwrap();
+        node
+    });
+    let deleted = format!("{root}/{}", await_count(&observer, &root, 2).await[1]);
+    ensemble.await_watcher(&deleted, &waiter_id).await;
+    observer.delete(&deleted, None).await.unwrap();
+
+    let queue = await_queue(&observer, &root, "the waiter queued again", |names| {
+        names.len() == 2 && format!("{root}/{}", names[1]) != deleted
+    })
+    .await;
+    assert_eq!(format!("{root}/{}", queue[0]), holder.node());
+    assert!(!holder.is_lost());
+    holder.release().await.unwrap();
+    let held = bounded("the waiter acquires", PATIENCE, waiter)
+        .await
+        .unwrap();
+    assert_eq!(held, format!("{root}/{}", queue[1]));
     await_empty(&observer, &root).await;
 }
 

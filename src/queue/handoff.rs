@@ -27,7 +27,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use tracing::debug;
 use zookeeper_client::{Client, EventType, OneshotWatcher, StateWatcher, WatchedEvent};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::session::retry;
 
 /// The suffix of a node's left-first signal.
@@ -50,7 +50,7 @@ pub(super) fn armed(watcher: OneshotWatcher) -> Armed {
 pub(super) struct HandOff {
     /// The connection's state as of arming: any change means the watches were set again.
     states: StateWatcher,
-    /// A data watch on our own node, set while it existed.
+    /// An exists watch on our own node, set while it existed.
     own: Option<Armed>,
     /// An exists watch on the blocker's left-first signal; `None` if it could not be
     /// watched.
@@ -121,9 +121,8 @@ impl HandOff {
         // in the same transaction as the blocker's, after it (`deleteall`), is heard only
         // after the blocker's, while the blocker's own transaction never deletes our node.
         let left_first = self.signal.as_mut().is_some_and(|signal| {
-                ready(signal.as_mut())
-                    .is_some_and(|event| event.event_type == EventType::NodeCreated)
-            });
+            ready(signal.as_mut()).is_some_and(|event| event.event_type == EventType::NodeCreated)
+        });
         // A fired or stale signal watch is of no further use.
         self.signal = None;
         debug!(
@@ -133,20 +132,38 @@ impl HandOff {
         connection_same && own_there && left_first
     }
 
-    /// The watch on our own node, if it is still set.
+    /// Resolves once the watch on our own node says that it was deleted; never if it is
+    /// not set, or after it fired for anything else (a write: the watch is then spent).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the watch stays set.
+    pub(super) async fn own_deleted(&mut self) {
+        if let Some(own) = self.own.as_mut() {
+            let event = own.await;
+            self.own = None;
+            if event.event_type == EventType::NodeDeleted {
+                return;
+            }
+        }
+        std::future::pending().await
+    }
+
+    /// The watch on our own node, if it is set: still waiting, or, if it fired, already
+    /// resolved with what it heard.
     pub(super) fn into_own(self) -> Option<Armed> {
-        // A watch that fired is spent.
         let mut own = self.own?;
-        ready(own.as_mut()).is_none().then_some(own)
+        match ready(own.as_mut()) {
+            None => Some(own),
+            Some(event) => Some(Box::pin(std::future::ready(event))),
+        }
     }
 }
 
-/// Sets a data watch on `node`; `None` if it does not exist.
+/// Sets an exists watch on `node`; `None` if it does not exist (the watch is dropped).
 async fn watch_existing(client: &Client, node: &str) -> Result<Option<Armed>> {
-    match retry(client, || client.get_and_watch_data(node)).await {
-        Ok((_, _, watcher)) => Ok(Some(armed(watcher))),
-        Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
-        Err(err) => Err(err),
+    match retry(client, || client.check_and_watch_stat(node)).await? {
+        (Some(_), watcher) => Ok(Some(armed(watcher))),
+        (None, _) => Ok(None),
     }
 }
 

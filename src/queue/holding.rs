@@ -269,15 +269,16 @@ impl Watching {
         }
     }
 
-    /// Sets a data watch on the node; the loss if it cannot be set.
+    /// Sets an exists watch on the node (its data is not needed); the loss if it cannot be
+    /// set.
     async fn watch(&self) -> std::result::Result<OneshotWatcher, Loss> {
         let watched = match self.client.upgrade() {
-            Some(client) => retry(&client, || client.get_and_watch_data(&self.node)).await,
+            Some(client) => retry(&client, || client.check_and_watch_stat(&self.node)).await,
             None => return Err(Loss::Closed),
         };
         match watched {
-            Ok((_, _, watcher)) => Ok(watcher),
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Err(Loss::NodeDeleted),
+            Ok((Some(_), watcher)) => Ok(watcher),
+            Ok((None, _)) => Err(Loss::NodeDeleted),
             Err(Error::Closed) => Err(Loss::Closed),
             Err(Error::SessionExpired) => Err(Loss::SessionExpired),
             Err(err) => {

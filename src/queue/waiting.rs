@@ -28,12 +28,15 @@ pub(crate) enum Turn {
     Expired,
 }
 
-/// How a blocker left, as heard.
-struct Gone {
-    /// The zxid that created it, if it was still there when watched.
-    created: Option<i64>,
-    /// Whether what was heard says that we are first, with our node there.
-    taken: bool,
+/// How waiting on a blocker ended.
+enum Gone {
+    /// It left, and what was heard says that we are first, with our node there.
+    Heard,
+    /// Our own node was heard to be gone.
+    Evicted,
+    /// It left; look whether we are first. With the zxid that created it, if it was still
+    /// there when watched.
+    Left(Option<i64>),
 }
 
 /// What one look after the blocker left says.
@@ -128,13 +131,17 @@ impl Contender {
             };
             let (gone, handoff) = self.gone(blocker, handoff).await?;
             self.handoff = handoff;
-            if gone.taken {
-                debug!(node = %self.node, "blocker gone; first, as heard without a request");
-                self.place = Place::First;
-                continue;
-            }
+            let created = match gone {
+                Gone::Heard => {
+                    debug!(node = %self.node, "blocker gone; first, as heard without a request");
+                    self.place = Place::First;
+                    continue;
+                }
+                Gone::Evicted => return Ok(self.evicted()),
+                Gone::Left(created) => created,
+            };
             // Boxed, here and below: what runs after a wake-up takes no room while waiting.
-            let look = Box::pin(self.look_after(gone.created, blocker_first)).await?;
+            let look = Box::pin(self.look_after(created, blocker_first)).await?;
             match look {
                 Look::First => {
                     debug!(node = %self.node, "blocker gone; first");
@@ -152,11 +159,12 @@ impl Contender {
         Turn::Evicted
     }
 
-    /// Resolves once the node at `blocker` is gone: with the zxid that created it (`None`
-    /// if it was gone before it could be watched), and whether what was heard says that we
-    /// are first ([`HandOff::taken`]). A data change is someone's write, not a departure:
-    /// the node is watched again. The hand-off's watches (`handoff`: ours, kept from an
-    /// earlier blocker) are set with the blocker's, in the same round trip.
+    /// Resolves once the node at `blocker` is gone: heard to be a hand-off to us
+    /// ([`HandOff::taken`]), or to be looked into (with the zxid that created the blocker,
+    /// `None` if it was gone before it could be watched); or once our own node is heard to
+    /// be gone. A data change is someone's write, not a departure: the node is watched
+    /// again. The hand-off's watches (`handoff`: ours, kept from an earlier blocker) are set
+    /// with the blocker's, in the same round trip.
     async fn gone(
         &self,
         blocker: &str,
@@ -173,12 +181,19 @@ impl Contender {
         let mut handoff = handoff.ok();
         let mut watched = watched?;
         let mut created = None;
-        loop {
-            let Some((watcher, czxid)) = watched else {
-                break;
-            };
+        while let Some((watcher, czxid)) = watched {
             created = Some(czxid);
-            let event = watcher.await;
+            let heard = match handoff.as_mut() {
+                Some(handoff) => tokio::select! {
+                    biased;
+                    () = handoff.own_deleted() => None,
+                    event = watcher => Some(event),
+                },
+                None => Some(watcher.await),
+            };
+            let Some(event) = heard else {
+                return Ok((Gone::Evicted, handoff));
+            };
             match event.event_type {
                 EventType::NodeDeleted => break,
                 EventType::Session => return Err(terminal(event.session_state)),
@@ -187,10 +202,11 @@ impl Contender {
             // Boxed: setting the watch takes no room while waiting on it.
             watched = Box::pin(self.watch(blocker)).await?;
         }
-        let taken = handoff
-            .as_mut()
-            .is_some_and(|handoff| handoff.taken());
-        Ok((Gone { created, taken }, handoff))
+        let gone = match handoff.as_mut().is_some_and(|handoff| handoff.taken()) {
+            true => Gone::Heard,
+            false => Gone::Left(created),
+        };
+        Ok((gone, handoff))
     }
 
     /// Sets a data watch on the node at `path`; with the zxid that created it, or `None` if
