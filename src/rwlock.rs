@@ -14,6 +14,11 @@ use crate::lock::{boxed, DistributedLock, LockGuard};
 use crate::queue::{guard_methods, Blockers, Holding, Loss, Queue, Wait};
 use crate::session::Session;
 
+/// What names a reader of ours (and Curator's): `_c_<uuid>-__READ__<seq>`. A reader never
+/// leaves a left-first signal (it does not know whether it is first), so no one waits for
+/// one from it.
+pub(crate) const READER: &str = "__READ__";
+
 /// Whether a contender is a writer: ours and Curator's `…__WRIT__<seq>`, kazoo's
 /// `<hex>__lock__<seq>` (kazoo's readers are `<hex>__rlock__<seq>`).
 fn is_writer(name: &str) -> bool {
@@ -92,12 +97,7 @@ impl RwLock {
     pub fn new(session: &Session, path: &str) -> Result<RwLock> {
         Ok(RwLock {
             session: session.clone(),
-            readers: Queue::new(
-                path,
-                "__READ__",
-                Blockers::Only(is_writer),
-                session.node_acl(),
-            )?,
+            readers: Queue::new(path, READER, Blockers::Only(is_writer), session.node_acl())?,
             writers: Queue::new(path, "__WRIT__", Blockers::Every, session.node_acl())?,
         })
     }

@@ -28,6 +28,7 @@ use tracing::debug;
 use zookeeper_client::{Client, EventType, OneshotWatcher, StateWatcher, WatchedEvent};
 
 use crate::error::Result;
+use crate::rwlock::READER;
 use crate::session::retry;
 
 /// The suffix of a node's left-first signal.
@@ -53,7 +54,7 @@ pub(super) struct HandOff {
     /// An exists watch on our own node, set while it existed.
     own: Option<Armed>,
     /// An exists watch on the blocker's left-first signal; `None` if it could not be
-    /// watched.
+    /// watched, or the blocker is a reader (readers never signal).
     signal: Option<Armed>,
 }
 
@@ -68,8 +69,8 @@ impl std::fmt::Debug for HandOff {
 
 impl HandOff {
     /// Watches `node` (our own, unless `own` already watches it) and the left-first signal
-    /// of `blocker`. Meant to be sent with the
-    /// blocker's watch, so that all are answered in one round trip.
+    /// of `blocker` (unless it is a reader). Meant to be sent with the blocker's watch, so
+    /// that all are answered in one round trip.
     ///
     /// # Notable errors
     /// * [`Error::ConnectionLoss`], [`Error::SessionExpired`], [`Error::Closed`] as
@@ -91,6 +92,9 @@ impl HandOff {
             }
         };
         let watch_signal = async {
+            if blocker.contains(READER) {
+                return Ok(None);
+            }
             let path = signal(blocker);
             match retry(client, || client.check_and_watch_stat(&path)).await? {
                 (None, watcher) => Ok(Some(armed(watcher))),
