@@ -303,9 +303,9 @@ async fn a_waiter_whose_node_is_deleted_queues_again_at_once() {
     await_empty(&observer, &root).await;
 }
 
-/// The hand-off mark: a holder that entered first releases with a plain delete (the lock
-/// path's data stays as it was); a holder that had waited writes the mark into the lock
-/// path in the transaction that deletes its node, so its successors need not list the queue.
+/// The hand-off mark: a holder that entered first releases without it (the lock path's data
+/// stays as it was); a holder that had waited writes the mark into the lock path in the
+/// transaction that deletes its node, so its successors need not list the queue.
 #[tokio::test(flavor = "multi_thread")]
 async fn only_a_holder_that_waited_marks_the_lock_path() {
     let ensemble = Ensemble::shared(1).await;
