@@ -146,6 +146,43 @@ fn spawn_turn(session: &Session, root: &str, hold: Duration) -> JoinHandle<Turn>
     })
 }
 
+/// One round's queue: H (on session `h`) holds, W (on `w`) waits behind H, X (on `x`) behind
+/// W, with their watches set (W's on H and on its own node, X's on W). Returns H's guard,
+/// W's node and both turns, each holding for `hold`.
+async fn h_w_x(
+    ensemble: &Ensemble,
+    operator: &zookeeper_client::Client,
+    root: &str,
+    [h, w, x]: [&Session; 3],
+    hold: Duration,
+) -> (MutexGuard, String, JoinHandle<Turn>, JoinHandle<Turn>) {
+    let holder = Mutex::new(h, root).unwrap().lock().await.unwrap();
+    let w_turn = spawn_turn(w, root, hold);
+    let w_node = format!("{root}/{}", await_count(operator, root, 2).await[1]);
+    let x_turn = spawn_turn(x, root, hold);
+    await_count(operator, root, 3).await;
+    let (w_id, x_id) = (session_id(w), session_id(x));
+    ensemble.await_watcher(holder.node(), &w_id).await;
+    ensemble.await_watcher(&w_node, &w_id).await;
+    ensemble.await_watcher(&w_node, &x_id).await;
+    (holder, w_node, w_turn, x_turn)
+}
+
+/// In every round (W's deleted node, W's turn, X's turn): W never held with its deleted node,
+/// and X held first, alone.
+fn assert_x_alone_before_w(rounds: &[(String, Turn, Turn)]) {
+    for (round, (w_node, w, x)) in rounds.iter().enumerate() {
+        assert_ne!(
+            &w.node, w_node,
+            "round {round}: W held with its deleted node"
+        );
+        assert!(
+            !w.overlaps(x) && x.enter < w.enter,
+            "round {round}: X must take the lock before W, alone: {w:?} {x:?}"
+        );
+    }
+}
+
 /// Finding 2. H holds, W waits behind H, X behind W (three sessions). Someone deletes W's
 /// node; X re-lists and watches H; H releases. W never holds together with X: its `lock()`
 /// keeps waiting and enters the queue again, behind X, so X takes the lock first and W
@@ -162,17 +199,12 @@ async fn a_waiter_whose_node_was_deleted_never_takes_the_lock() {
         session(&hosts, SESSION_TIMEOUT).await,
         session(&hosts, SESSION_TIMEOUT).await,
     );
-    let (w_id, x_id) = (session_id(&w), session_id(&x));
+    let x_id = session_id(&x);
     let operator = observer(&hosts).await;
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
-        let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
-        let w_turn = spawn_turn(&w, &root, HOLD);
-        let w_node = format!("{root}/{}", await_count(&operator, &root, 2).await[1]);
-        let x_turn = spawn_turn(&x, &root, HOLD);
-        await_count(&operator, &root, 3).await;
-        ensemble.await_watcher(holder.node(), &w_id).await;
-        ensemble.await_watcher(&w_node, &x_id).await;
+        let (holder, w_node, w_turn, x_turn) =
+            h_w_x(ensemble, &operator, &root, [&h, &w, &x], HOLD).await;
 
         operator.delete(&w_node, None).await.unwrap();
         ensemble.await_watcher(holder.node(), &x_id).await;
@@ -236,19 +268,12 @@ async fn a_waiter_cut_off_while_its_node_is_deleted_never_takes_the_lock() {
         session(&proxy.address(), SESSION_TIMEOUT).await,
         session(&hosts, SESSION_TIMEOUT).await,
     );
-    let (w_id, x_id) = (session_id(&w), session_id(&x));
     let operator = observer(&hosts).await;
     let mut w_events = w.events();
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
-        let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
-        let w_turn = spawn_turn(&w, &root, HOLD);
-        let w_node = format!("{root}/{}", await_count(&operator, &root, 2).await[1]);
-        let x_turn = spawn_turn(&x, &root, HOLD);
-        await_count(&operator, &root, 3).await;
-        ensemble.await_watcher(holder.node(), &w_id).await;
-        ensemble.await_watcher(&w_node, &w_id).await;
-        ensemble.await_watcher(&w_node, &x_id).await;
+        let (holder, w_node, w_turn, x_turn) =
+            h_w_x(ensemble, &operator, &root, [&h, &w, &x], HOLD).await;
 
         proxy.cut();
         await_watch("W's session is suspended", &mut w_events, |e| {
@@ -265,15 +290,8 @@ async fn a_waiter_cut_off_while_its_node_is_deleted_never_takes_the_lock() {
         rounds.push((w_node, w_turn, x_turn));
         await_empty(&operator, &root).await;
     }
-    for (round, (w_node, w, x)) in rounds.iter().enumerate() {
-        assert_ne!(
-            &w.node, w_node,
-            "round {round}: W held with its deleted node"
-        );
-        assert!(
-            !w.overlaps(x) && x.enter < w.enter,
-            "round {round}: X must take the lock before W, alone: {w:?} {x:?}"
-        );
+    assert_x_alone_before_w(&rounds);
+    for (_, w, x) in &rounds {
         assert!(w.released.is_ok() && x.released.is_ok(), "{w:?} {x:?}");
     }
 }
@@ -298,18 +316,11 @@ async fn a_waiter_deleted_in_its_blockers_transaction_never_takes_the_lock() {
         session(&proxy.address(), SESSION_TIMEOUT).await,
         session(&hosts, SESSION_TIMEOUT).await,
     );
-    let (w_id, x_id) = (session_id(&w), session_id(&x));
     let operator = observer(&hosts).await;
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
-        let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
-        let w_turn = spawn_turn(&w, &root, HOLD);
-        let w_node = format!("{root}/{}", await_count(&operator, &root, 2).await[1]);
-        let x_turn = spawn_turn(&x, &root, HOLD);
-        await_count(&operator, &root, 3).await;
-        ensemble.await_watcher(holder.node(), &w_id).await;
-        ensemble.await_watcher(&w_node, &w_id).await;
-        ensemble.await_watcher(&w_node, &x_id).await;
+        let (holder, w_node, w_turn, x_turn) =
+            h_w_x(ensemble, &operator, &root, [&h, &w, &x], HOLD).await;
 
         proxy.trickle();
         let mut both = operator.new_multi_writer();
@@ -324,16 +335,7 @@ async fn a_waiter_deleted_in_its_blockers_transaction_never_takes_the_lock() {
         rounds.push((w_node, w_turn, x_turn));
         await_empty(&operator, &root).await;
     }
-    for (round, (w_node, w, x)) in rounds.iter().enumerate() {
-        assert_ne!(
-            &w.node, w_node,
-            "round {round}: W held with its deleted node"
-        );
-        assert!(
-            !w.overlaps(x) && x.enter < w.enter,
-            "round {round}: X must take the lock before W, alone: {w:?} {x:?}"
-        );
-    }
+    assert_x_alone_before_w(&rounds);
 }
 
 // ----- 3. the same in an election -----
