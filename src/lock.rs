@@ -251,21 +251,32 @@ impl MutexGuard {
         self.holding.trust().lost().await
     }
 
-    /// Releases the lock and waits until the server confirms. A guard made by
-    /// [`reenter`](Self::reenter) (or the one it was made from) only gives up its share; the
-    /// node goes with the last guard.
+    /// Releases the lock and returns once its node is gone: deleted, or gone with its
+    /// session. While the connection is down it waits for it to come back, at most until
+    /// the servers would have expired the session (1.5 session timeouts); it never fails
+    /// for a connection that is down. A guard made by [`reenter`](Self::reenter) (or the one
+    /// it was made from) only gives up its share; the node goes with the last guard.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if the lock was lost before the release. The node, if it is
-    ///   still there, is deleted all the same; if the session is gone this returns at once.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down or broke during the
-    ///   delete; the node is then deleted in the background.
+    /// * [`Error::LockLost`] if the lock was lost before the release (what was done under
+    ///   it may have overlapped with another holder), also for a share that is not the
+    ///   last. The node, if it is still there, is deleted all the same; if the session is
+    ///   gone this returns at once.
+    /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
+    ///   session ends.
     ///
     /// # Cancel safety
-    /// Cancel safe: an unfinished release is finished in the background.
+    /// Cancel safe: an unfinished release goes on in the background until the node is gone
+    /// or its session is.
     pub async fn release(self) -> Result<()> {
-        let Ok(holding) = Arc::try_unwrap(self.holding) else {
-            return Ok(());
+        let holding = match Arc::try_unwrap(self.holding) {
+            Ok(holding) => holding,
+            Err(shared) if shared.trust().is_lost() => {
+                return Err(Error::LockLost {
+                    node: shared.node().to_owned(),
+                })
+            }
+            Err(_) => return Ok(()),
         };
         // Boxed: a caller that awaits `lock()` then `release()` in one future reserves room
         // for the larger of the two, for as long as it waits for the lock.

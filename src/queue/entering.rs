@@ -244,14 +244,15 @@ impl Creating {
 impl Drop for Creating {
     fn drop(&mut self) {
         if self.armed {
-            spawn_removal(
-                self.session.clone(),
+            let removal = Removal::ByUuid {
+                root: self.root.clone(),
+                uuid: self.uuid,
+            };
+            drop(spawn_removal(
+                &self.session,
                 Arc::downgrade(&self.client),
-                Removal::ByUuid {
-                    root: self.root.clone(),
-                    uuid: self.uuid,
-                },
-            );
+                removal,
+            ));
         }
     }
 }
