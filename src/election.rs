@@ -15,7 +15,8 @@ use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{
-    Blockers, Contender, Holding, Left, Loss, NodeWatch, Queue, Trust, Turn, Wait, MAX_DATA,
+    Announce, Blockers, Contender, Holding, Left, Loss, NodeWatch, Queue, Trust, Turn, Wait,
+    MAX_DATA,
 };
 use crate::session::Session;
 
@@ -321,13 +322,16 @@ impl Candidate {
         }
     }
 
-    /// Leaves the election and waits until the node is deleted, so the next candidate can
-    /// lead.
+    /// Leaves the election and returns once the node is gone (deleted, or gone with its
+    /// session), so the next candidate can lead. While the connection is down it waits for
+    /// it to come back, at most until the servers would have expired the session (1.5
+    /// session timeouts); it never fails for a connection that is down.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if the node was already gone (session expired, deleted).
-    /// * [`Error::ConnectionLoss`] at once if the connection is down; the node is deleted
-    ///   in the background.
+    /// * [`Error::LockLost`] if it led and its leadership was lost before the call, or its
+    ///   node was already gone (session expired, deleted).
+    /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
+    ///   session ends.
     ///
     /// # Cancel safety
     /// Cancel safe: the node is deleted in the background.
@@ -469,7 +473,7 @@ async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Re
             warn!(?loss, "stepped down");
             match loss {
                 // The session may have survived: keep the node, and look at it once back.
-                Loss::Suspended => seat.step_down(true),
+                Loss::Suspended | Loss::Lapsed => seat.step_down(true),
                 Loss::NodeDeleted => seat.step_down(false),
                 Loss::SessionExpired if election.rejoin => seat.step_down(false),
                 Loss::SessionExpired => return Err(Error::SessionExpired),
@@ -487,7 +491,13 @@ impl Seat {
         else {
             return;
         };
-        let holding = Holding::start(contender, NodeWatch::Now);
+        // The role steps down as part of the loss: whoever sees the loss sees it.
+        let roles = report.roles.clone();
+        let step_down: Announce = Box::new(move || {
+            roles
+                .send_if_modified(|role| std::mem::replace(role, Role::Follower) != Role::Follower);
+        });
+        let holding = Holding::start(contender, NodeWatch::Now, Some(step_down));
         let leadership = Leadership {
             term: holding.token(),
             node: holding.node().into(),
@@ -519,7 +529,7 @@ impl Seat {
         };
         let node = contender.node().to_owned();
         match contender.leave().await? {
-            Left::Deleted => {
+            Left::Deleted | Left::WithSession => {
                 info!(%node, "resigned");
                 Ok(())
             }

@@ -80,7 +80,7 @@ use crate::session::{retry, Session};
 
 pub use holding::Loss;
 use holding::NODE_WATCH_DELAY;
-pub(crate) use holding::{guard_methods, Holding, NodeWatch, Trust};
+pub(crate) use holding::{guard_methods, Announce, Holding, NodeWatch, Trust};
 pub(crate) use leaving::Left;
 pub(crate) use order::sort_contenders;
 pub(crate) use waiting::Turn;
@@ -291,7 +291,8 @@ impl Queue {
                 };
                 match turn {
                     Turn::First => {
-                        let holding = Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY));
+                        let holding =
+                            Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY), None);
                         info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
                         return Ok(Some(holding));
                     }

@@ -194,10 +194,11 @@ impl SessionBuilder {
         );
         async move {
             let mut sockets = Sockets::before_connecting(&target);
+            let dialed = std::time::Instant::now();
             let client = dialer.dial(&target).await?;
             sockets.set_nodelay_on_new();
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
-            Ok(Session::start(self, dialer, target, client, sockets))
+            Ok(Session::start(self, dialer, target, (client, dialed), sockets))
         }
         .instrument(span)
         .await

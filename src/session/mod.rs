@@ -4,13 +4,15 @@ mod builder;
 mod connection;
 mod credentials;
 mod dialer;
+mod liveness;
 mod nodelay;
 mod probe;
 #[cfg(feature = "tls")]
 mod tls;
 
+use std::future::Future;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
@@ -18,6 +20,8 @@ use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
 
 use dialer::Dialer;
+use liveness::keep_confirming;
+pub(crate) use liveness::Liveness;
 use nodelay::Sockets;
 
 pub use builder::SessionBuilder;
@@ -100,6 +104,11 @@ struct Inner {
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Turns to enter a queue: at most [`ENTRIES_IN_FLIGHT`] at once.
     entries: Semaphore,
+    /// What the servers confirmed of the live session (see [`Liveness`]).
+    liveness: std::sync::Mutex<Arc<Liveness>>,
+    /// The runtime the session was made on, whose tasks run its client: removals of nodes
+    /// run there, even when their owner is dropped outside any runtime.
+    runtime: tokio::runtime::Handle,
 }
 
 /// The client of the live session, if there is one. This is the only lasting strong
@@ -142,9 +151,10 @@ impl Session {
         builder: SessionBuilder,
         dialer: Dialer,
         target: String,
-        client: Client,
+        (client, dialed): (Client, Instant),
         sockets: Sockets,
     ) -> Session {
+        let liveness = Liveness::of(&client, dialed);
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
@@ -155,11 +165,13 @@ impl Session {
             events,
             keeper: std::sync::Mutex::new(None),
             entries: Semaphore::new(ENTRIES_IN_FLIGHT),
+            liveness: std::sync::Mutex::new(liveness.clone()),
+            runtime: tokio::runtime::Handle::current(),
         });
         let keeper = tokio::spawn(keep(
             Arc::downgrade(&inner),
             target,
-            Arc::downgrade(&client),
+            (Arc::downgrade(&client), liveness),
             sockets,
         ));
         if let Ok(mut slot) = inner.keeper.lock() {
@@ -248,6 +260,21 @@ impl Session {
         self.inner.builder.tolerated(client.session_timeout())
     }
 
+    /// What the servers confirmed of the session of `client`; `None` if that session is not
+    /// the live one any more (it ended).
+    pub(crate) fn liveness(&self, client: &Client) -> Option<Arc<Liveness>> {
+        let liveness = self.inner.liveness.lock().ok()?.clone();
+        liveness.is_of(client).then_some(liveness)
+    }
+
+    /// Runs `task` on the runtime the session was made on, from any thread.
+    pub(crate) fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        drop(self.inner.runtime.spawn(task));
+    }
+
     /// A turn to enter a queue on this session, waited for while [`ENTRIES_IN_FLIGHT`]
     /// entries are under way; the entry gives it back once its create and listing are
     /// answered.
@@ -306,9 +333,14 @@ impl Session {
 
 /// Publishes the client's state changes and renews the session after expiry, until the
 /// session is closed or every `Session` clone is gone; sets `TCP_NODELAY` on every new
-/// connection. Keeps only weak references, so that replacing [`Current`] is what ends a
-/// session.
-async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>, mut sockets: Sockets) {
+/// connection; confirms the session to the servers (see [`Liveness`]). Keeps only weak
+/// references, so that replacing [`Current`] is what ends a session.
+async fn keep(
+    inner: Weak<Inner>,
+    target: String,
+    (mut client, mut liveness): (Weak<Client>, Arc<Liveness>),
+    mut sockets: Sockets,
+) {
     loop {
         let Some(states) = client
             .upgrade()
@@ -316,7 +348,10 @@ async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>, mut 
         else {
             return;
         };
-        let ended = follow(&inner, states, &mut sockets).await;
+        let ended = tokio::select! {
+            ended = follow(&inner, states, &mut sockets) => ended,
+            () = keep_confirming(liveness, client.clone()) => return,
+        };
         let Some(session) = inner.upgrade() else {
             return;
         };
@@ -329,11 +364,16 @@ async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>, mut 
         session.events.send_replace(SessionEvent::Expired);
         let dialer = session.dialer.clone();
         drop(session);
-        let renewed = Arc::new(renew(&dialer, &target).await);
+        let (renewed, dialed) = renew(&dialer, &target).await;
+        let renewed = Arc::new(renewed);
         sockets.set_nodelay_on_new();
         let Some(session) = inner.upgrade() else {
             return;
         };
+        liveness = Liveness::of(&renewed, dialed);
+        if let Ok(mut current) = session.liveness.lock() {
+            *current = liveness.clone();
+        }
         client = Arc::downgrade(&renewed);
         session.current.send_replace(Current::Live(renewed));
         session.events.send_replace(SessionEvent::Connected);
@@ -378,14 +418,16 @@ async fn follow(
 }
 
 /// Connects a fresh session with the credentials and TLS settings of the first one, backing
-/// off between failed attempts (100 ms doubling to 5 s).
-async fn renew(dialer: &Dialer, target: &str) -> Client {
+/// off between failed attempts (100 ms doubling to 5 s); with the instant its connect
+/// began.
+async fn renew(dialer: &Dialer, target: &str) -> (Client, Instant) {
     let mut backoff = Duration::from_millis(100);
     loop {
+        let dialed = Instant::now();
         match dialer.dial(target).await {
             Ok(client) => {
                 info!(session = %client.session_id(), "new session after expiry");
-                return client;
+                return (client, dialed);
             }
             Err(err) => {
                 match err {
