@@ -76,7 +76,7 @@ use zookeeper_client::Client;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::session::{retry, Session};
+use crate::session::{disconnected, retry, Session};
 
 pub use holding::Loss;
 use holding::NODE_WATCH_DELAY;
@@ -180,6 +180,26 @@ impl Wait {
         }
     }
 
+    /// Runs `work` while the connection of `client` is up, or until the deadline, if any;
+    /// `Ok(None)` if the deadline passed with the connection down. Requests that the servers
+    /// are answering are never cut short: a deadline that has passed already still lets one
+    /// attempt finish.
+    pub(crate) async fn bound_while_connected<T>(
+        self,
+        client: &Client,
+        work: Pin<&mut impl Future<Output = Result<T>>>,
+    ) -> Result<Option<T>> {
+        let cut_off = async {
+            self.passed().await;
+            disconnected(client).await;
+        };
+        tokio::select! {
+            biased;
+            done = work => done.map(Some),
+            () = cut_off => Ok(None),
+        }
+    }
+
     /// Runs `work` until the deadline, if any; `Ok(None)` if it passed first. `work` comes
     /// pinned by the caller: a future passed by value would be stored twice while it runs.
     pub(crate) async fn bound<T>(
@@ -280,7 +300,8 @@ impl Queue {
         let started = Instant::now();
         async move {
             loop {
-                let entering = self.enter(session, &[], wait);
+                // Boxed: a waiting acquisition need not keep room for entering.
+                let entering = Box::pin(self.enter(session, &[], wait));
                 let Some(mut contender) = entering.await? else {
                     return Ok(None);
                 };
