@@ -6,10 +6,11 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
@@ -85,7 +86,11 @@ pub struct LeaderElection {
     queue: Queue,
     id: Arc<str>,
     rejoin: bool,
+    backoff: Duration,
 }
+
+/// The first pause [`LeaderElection::run`] makes after a term that ended quickly.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
 impl LeaderElection {
     /// An election on `path` in which this process takes part as `id`.
@@ -112,6 +117,7 @@ impl LeaderElection {
             queue: Queue::new(path, "latch-", Blockers::Every, session.node_acl())?,
             id: id.into(),
             rejoin: true,
+            backoff: Duration::from_secs(10),
         })
     }
 
@@ -119,6 +125,16 @@ impl LeaderElection {
     /// (default `true`). With `false` its campaign ends with [`Error::SessionExpired`].
     pub fn rejoin_after_expiry(mut self, rejoin: bool) -> LeaderElection {
         self.rejoin = rejoin;
+        self
+    }
+
+    /// The longest pause [`run`](Self::run) makes before it joins again after a term that
+    /// ended quickly (default 10 s), so that a leader whose work fails at once (its
+    /// database is down) does not hammer the ensemble with terms. The pause starts at
+    /// 100 ms and doubles, up to this, while terms keep ending within the pause before
+    /// them; a term that lasts longer than that starts it again at 100 ms. Zero: no pause.
+    pub fn backoff(mut self, max: Duration) -> LeaderElection {
+        self.backoff = max;
         self
     }
 
@@ -211,8 +227,9 @@ impl LeaderElection {
 
     /// Leads whenever this process is elected: joins, waits for leadership, runs
     /// `lead(leadership)`, and gives leadership up when `lead` returns or leadership is
-    /// lost (then `lead`'s future is dropped); joins again and repeats. Returns only on
-    /// error; drop the future to stop (the node is deleted).
+    /// lost (then `lead`'s future is dropped); joins again and repeats, after a pause if the
+    /// term was short (see [`backoff`](Self::backoff)). Returns only on error; drop the
+    /// future to stop (the node is deleted).
     ///
     /// # Notable errors
     /// As [`join`](Self::join).
@@ -224,17 +241,27 @@ impl LeaderElection {
         F: FnMut(Leadership) -> Fut,
         Fut: Future<Output = ()>,
     {
+        let mut pause = Duration::ZERO;
         loop {
             let candidate = self.join().await?;
             let leadership = candidate.leadership().await?;
-            let term = leadership.term();
+            let (term, started) = (leadership.term(), tokio::time::Instant::now());
             tokio::select! {
                 () = lead(leadership.clone()) => info!(term, "leader finished its work"),
                 loss = leadership.lost() => warn!(term, ?loss, "leadership lost while leading"),
             }
             match candidate.resign().await {
-                Ok(()) | Err(Error::LockLost { .. } | Error::ConnectionLoss) => {}
+                Ok(()) | Err(Error::LockLost { .. }) => {}
                 Err(err) => return Err(err),
+            }
+            pause = match started.elapsed() > pause.max(FIRST_BACKOFF) {
+                true => Duration::ZERO,
+                false => (pause * 2).clamp(FIRST_BACKOFF, self.backoff.max(FIRST_BACKOFF)),
+            }
+            .min(self.backoff);
+            if !pause.is_zero() {
+                debug!(?pause, "the term was short; pausing before joining again");
+                tokio::time::sleep(pause).await;
             }
         }
     }
