@@ -237,13 +237,17 @@ impl MutexGuard {
 
     /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)). Deletion of the
     /// node by someone else is noticed from 10 ms after acquisition on (at once once
-    /// `lost()` has been awaited); expiry, suspension and closing from the start.
+    /// `lost()` has been awaited); expiry, suspension and closing from the start; a session
+    /// the servers have not confirmed in time ([`Loss::Lapsed`]) at the first look, read
+    /// from the clock, even right after the process wakes from a pause.
     pub fn is_lost(&self) -> bool {
         self.holding.trust().is_lost()
     }
 
     /// Resolves once the lock can no longer be trusted: the session expired or was closed,
-    /// the connection was suspended, or the node was deleted; says which.
+    /// the connection was suspended, the node was deleted, or the servers have not confirmed
+    /// the session for a session timeout ([`Loss::Lapsed`]: they may have expired it); says
+    /// which.
     ///
     /// # Cancel safety
     /// Cancel safe.

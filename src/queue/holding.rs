@@ -408,7 +408,9 @@ macro_rules! guard_methods {
         }
 
         #[doc = concat!("Resolves once the ", $what, " can no longer be trusted: the session")]
-        #[doc = "expired or was closed, the connection was suspended, or the node was deleted;"]
+        #[doc = "expired or was closed, the connection was suspended, the node was deleted, or"]
+        #[doc = "the servers have not confirmed the session for a session timeout"]
+        #[doc = "([`Loss::Lapsed`](crate::Loss::Lapsed)); the first look after a pause sees it;"]
         #[doc = "says which."]
         #[doc = ""]
         #[doc = "# Cancel safety"]
