@@ -15,11 +15,9 @@ use tracing::{debug, info, info_span, warn, Instrument};
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::{
-    Announce, Blockers, Contender, Holding, Left, Loss, NodeWatch, Queue, Trust, Turn, Wait,
-    MAX_DATA,
-};
+use crate::queue::{Blockers, Contender, Holding, Left, NodeWatch, Queue, Turn, Wait, MAX_DATA};
 use crate::session::Session;
+use crate::trust::{Announce, Loss, Trust};
 
 /// A candidate's role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,10 +60,6 @@ pub struct Participant {
 /// * **Session expiry.** A candidate re-joins the queue on the new session by default
 ///   ([`LeaderElection::rejoin_after_expiry`]).
 /// * **Leaving.** [`Candidate::resign`] and dropping the candidate delete its node.
-///
-/// The election path's own data holds the queue's hand-off mark: do not keep data of your
-/// own in it.
-///
 ///
 /// ```no_run
 /// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
@@ -114,7 +108,7 @@ impl LeaderElection {
         }
         Ok(LeaderElection {
             session: session.clone(),
-            queue: Queue::new(path, "latch-", Blockers::Every, session.node_acl())?,
+            queue: Queue::new(path, "latch-", Blockers::EVERY, session.node_acl())?,
             id: id.into(),
             rejoin: true,
             backoff: Duration::from_secs(10),

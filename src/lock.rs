@@ -11,8 +11,9 @@ use tracing::{info, info_span};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::queue::{Blockers, Holding, Loss, Queue, Wait};
+use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::Session;
+use crate::trust::Loss;
 
 /// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and
 /// swap [`Mutex`] for another lock (the write side of an [`RwLock`](crate::RwLock)) or an
@@ -64,10 +65,11 @@ pub trait LockGuard: Send + Sync + std::fmt::Debug {
 /// * **Re-entrancy** is explicit: [`MutexGuard::reenter`] gives the holder another guard on
 ///   the lock it holds, and the lock is released with the last of them. `lock()` while
 ///   holding waits for yourself, as with `tokio::sync::Mutex`.
-/// * **Hand-off.** When a holder goes, the next waiter reads its own node and the lock
-///   path's hand-off mark in one request and holds: one small request at any queue length.
-///   It never reports holding unless its own node exists at that moment: a waiter whose
-///   node someone deleted enters the queue again, at its end.
+/// * **Hand-off.** When a holder goes, the next waiter holds on what it heard, with no
+///   request in the common case and one small request otherwise, at any queue length (the
+///   rule: the README's "Why it works this way"). It never reports holding unless its own
+///   node exists at that moment: a waiter whose node someone deleted enters the queue
+///   again, at its end.
 /// * **Fencing.** [`MutexGuard::fencing_token`] is the zxid that created the holder's node:
 ///   it grows with every new holder, so a resource that remembers the largest token it has
 ///   seen can refuse a stale holder.
@@ -82,9 +84,6 @@ pub trait LockGuard: Send + Sync + std::fmt::Debug {
 ///   acquisition is left in ZooKeeper while its session lives.
 /// * **Session expiry.** A `lock()` that was waiting when its session expired enters the
 ///   queue again on the new session (at its end: its old place died with the old session).
-///
-/// The lock path's own data holds the hand-off mark (`zk-recipes first left, created at zxid <czxid>`): do not
-/// keep data of your own in it.
 ///
 /// **Order across the wrap.** ZooKeeper's sequence counter is a signed 32-bit number. This
 /// crate compares sequence numbers as serial numbers, so its order stays right across the
@@ -118,7 +117,7 @@ impl Mutex {
     pub fn new(session: &Session, path: &str) -> Result<Mutex> {
         Ok(Mutex {
             session: session.clone(),
-            queue: Queue::new(path, "lock-", Blockers::Every, session.node_acl())?,
+            queue: Queue::new(path, "lock-", Blockers::EVERY, session.node_acl())?,
         })
     }
 

@@ -10,19 +10,25 @@ use tracing::{field, info_span};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::guard::guard_methods;
 use crate::lock::{boxed, DistributedLock, LockGuard};
-use crate::queue::{guard_methods, Blockers, Holding, Loss, Queue, Wait};
+use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::Session;
+use crate::trust::Loss;
 
-/// What names a reader of ours (and Curator's): `_c_<uuid>-__READ__<seq>`. A reader never
-/// leaves a left-first signal (it does not know whether it is first), so no one waits for
-/// one from it.
-pub(crate) const READER: &str = "__READ__";
+/// What names a reader of ours (and Curator's): `_c_<uuid>-__READ__<seq>`.
+const READER: &str = "__READ__";
 
 /// Whether a contender is a writer: ours and Curator's `…__WRIT__<seq>`, kazoo's
 /// `<hex>__lock__<seq>` (kazoo's readers are `<hex>__rlock__<seq>`).
 fn is_writer(name: &str) -> bool {
     name.contains("__WRIT__") || name.contains("__lock__")
+}
+
+/// Whether a contender is a reader. A reader never leaves a left-first signal (it does not
+/// know whether it is first), so a writer behind one waits for none.
+fn is_reader(name: &str) -> bool {
+    !is_writer(name)
 }
 
 /// A distributed read/write lock: many readers or one writer at a time, across every
@@ -52,9 +58,6 @@ fn is_writer(name: &str) -> bool {
 ///   tokens grow in queue order, so every writer's token is greater than that of every
 ///   holder before it; guards learn when the lock can no longer be trusted; nothing is
 ///   left behind by a timed-out, cancelled or dropped acquisition.
-///
-/// The lock path's own data holds the queue's hand-off mark: do not keep data of your own
-/// in it.
 ///
 /// **Sharing a path with other libraries.** Curator's `InterProcessReadWriteLock` shares it
 /// fully. kazoo's `ReadLock` and `WriteLock` (`<hex>__rlock__<seq>`, `<hex>__lock__<seq>`)
@@ -98,7 +101,12 @@ impl RwLock {
         Ok(RwLock {
             session: session.clone(),
             readers: Queue::new(path, READER, Blockers::Only(is_writer), session.node_acl())?,
-            writers: Queue::new(path, "__WRIT__", Blockers::Every, session.node_acl())?,
+            writers: Queue::new(
+                path,
+                "__WRIT__",
+                Blockers::Every { silent: is_reader },
+                session.node_acl(),
+            )?,
         })
     }
 

@@ -12,9 +12,10 @@ use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::guard::guard_methods;
 use crate::lock::Mutex;
 use crate::path;
-use crate::queue::{guard_methods, Blockers, Holding, Queue, Wait};
+use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::{reconnected, retry, Session};
 
 /// What the leases node's data says before the maximum its users agreed on.
@@ -59,8 +60,7 @@ fn recorded(data: &[u8]) -> Option<u32> {
 ///   lease held, records its own). Curator records nothing and reads nothing: a Curator
 ///   participant with another maximum is not detected, and takes leases by its own count.
 ///
-/// The data of `<path>/locks` holds the mutex's hand-off mark, and that of
-/// `<path>/leases` the maximum: do not keep data of your own in them.
+/// The data of `<path>/leases` holds the maximum: do not keep data of your own in it.
 ///
 /// ```no_run
 /// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {

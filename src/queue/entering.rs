@@ -46,43 +46,48 @@ impl Queue {
         wait: Wait,
     ) -> Result<Option<Contender>> {
         loop {
-            let (turn, client) = match wait {
-                // Boxed: only `try_*` take this way, and it would cost every waiter room.
-                Wait::Never => Box::pin(self.turn_now(session)).await?,
-                Wait::Until(_) | Wait::Forever => {
-                    let ready = pin!(async {
-                        let turn = session.entry_turn().await?;
-                        let client = session.live().await?;
-                        reconnected(&client).await?;
-                        Ok((turn, client))
-                    });
-                    match wait.bound(ready).await {
-                        Ok(Some(ready)) => ready,
-                        Ok(None) => return Ok(None),
-                        Err(Error::SessionExpired) => continue,
-                        Err(err) => return Err(err),
-                    }
-                }
+            // Closing the session ends the entry at once, even one that waits for a
+            // connection that is down.
+            let entering = tokio::select! {
+                biased;
+                () = session.closed() => Err(Error::Closed),
+                entered = self.enter_once(session, data, wait) => entered,
             };
-            // Boxed: a waiting contender need not keep room for the entering state.
-            let creating = Box::pin(async {
-                let connection = client.clone();
-                let create = pin!(self.create(session, client, data, turn, wait));
-                // Closing the session ends the entry at once, even one whose create
-                // waits in the client for a connection that is down.
-                tokio::select! {
-                    biased;
-                    () = session.closed() => Err(Error::Closed),
-                    created = wait.bound_while_connected(&connection, create) => created,
-                }
-            });
-            match creating.await {
+            match entering {
                 Err(Error::SessionExpired) if !wait.is_never() => {
                     debug!("session expired while entering; entering on the new one");
                 }
                 entered => return entered,
             }
         }
+    }
+
+    /// One attempt to enter, on the session's current ZooKeeper session.
+    async fn enter_once(
+        &self,
+        session: &Session,
+        data: &[u8],
+        wait: Wait,
+    ) -> Result<Option<Contender>> {
+        let (turn, client) = match wait {
+            // Boxed: only `try_*` take this way.
+            Wait::Never => Box::pin(self.turn_now(session)).await?,
+            Wait::Until(_) | Wait::Forever => {
+                let ready = pin!(async {
+                    let turn = session.entry_turn().await?;
+                    let client = session.live().await?;
+                    reconnected(&client).await?;
+                    Ok((turn, client))
+                });
+                match wait.bound(ready).await? {
+                    Some(ready) => ready,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let connection = client.clone();
+        let create = pin!(self.create(session, client, data, turn, wait));
+        wait.bound_while_connected(&connection, create).await
     }
 
     /// An entry turn and the live client, without waiting for a connection: the client
@@ -219,10 +224,7 @@ impl Creating {
             session: self.session.clone(),
             client: Arc::downgrade(&self.client),
             place: Place::of(&self.root, &ahead, self.blockers.crowded(children.len())),
-            // One that entered first is seen as first by every successor already.
-            marks: matches!(self.blockers, Blockers::Every) && ahead.count > 0,
-            exclusive: matches!(self.blockers, Blockers::Every),
-            blocks: self.blockers.blocks(),
+            blockers: self.blockers,
             armed: true,
             handoff: None,
             node,

@@ -19,38 +19,58 @@
 //!
 //! # Waiting and hand-off
 //!
-//! A contender watches only its *blocker*, the closest contender ahead of it (a data
-//! watch), and remembers whether that blocker was first when it last looked ([`waiting`]).
-//! A notification is a hint, never proof: when the blocker's node changes the contender
-//! looks at it again. When it is gone the contender holds if its own node exists and its
-//! blocker left while first, and it learns both without a request where it can
-//! ([`handoff`]): it also watches its own node and the blocker's *left-first signal*, a
-//! node that an exclusive contender leaving while first creates and deletes in the
-//! transaction that deletes its node. ZooKeeper delivers one session's
-//! notifications in the order of the changes, so a waiter that heard its blocker's deletion
-//! and nothing about its own node knows that its node existed then. Where that cannot be
-//! known (its own node was written into, the blocker left without a signal, the connection
-//! broke meanwhile) it reads, in one request, its own node and the root's hand-off mark,
-//! and only when the blocker's place is still unknown (it gave up, died, or is a foreign
-//! client) does it list the root once. So a hand-off costs no request in the common case
-//! and one small request otherwise, at any queue length, and a contender reports holding
-//! only while its own node is known to exist.
+//! This section is the one statement of the hand-off rule; the rest of the crate and the
+//! README link here.
+//!
+//! A contender waits on its *blocker*, the closest contender ahead of it that keeps it from
+//! holding ([`Blockers`]), and remembers whether that blocker was first (lowest of the
+//! whole root) when it listed. In one round trip with the blocker's exists watch it also
+//! sets two more ([`handoff`]): an exists watch on its own node, and one on the blocker's
+//! *left-first signal* `<blocker>.left-first`, a node that an exclusive contender leaving
+//! while first creates and deletes again in the transaction that deletes its own node (so
+//! no one ever sees it in a listing). It takes a state watcher of the connection before
+//! arming. Everything is a hint, never proof: writes into the blocker are watched past.
+//!
+//! When the blocker's deletion is heard, the contender holds **without a request** if:
+//!
+//! 1. the connection is the same since it armed (ZooKeeper sends one session's
+//!    notifications in the order of the changes, and zookeeper-client hands them to their
+//!    watchers in that order — pinned by `tests/notification_order.rs` —, but only within
+//!    one connection: watches set again after a reconnect are answered in no order);
+//! 2. it heard nothing about its own node (not deleted, not written), so its node existed
+//!    when the blocker was deleted;
+//! 3. it heard the blocker's signal, so the blocker was first when it left, and its
+//!    transaction deleted no other node. A blocker that was first when the contender looked
+//!    must signal too: a deletion of the contender's node in the same transaction as the
+//!    blocker's, after it (`zkCli deleteall`), is heard only after the blocker's.
+//!
+//! Otherwise it asks the servers, once: behind a blocker that was first (nothing can come
+//! ahead of a first contender, sequence numbers only grow) whether its own node exists —
+//! then it holds, else it is out of the queue; behind a blocker of unknown place (it gave
+//! up, it died, it is a foreign client that never signals, an operator deleted it) it lists
+//! the root and waits on its new blocker, or holds if none is left. A contender whose own
+//! node is heard deleted enters the queue again at once, at its end. So a hand-off costs no
+//! request in the common case and one otherwise, at any queue length, and a contender
+//! reports holding only while its own node is known to exist.
+//!
+//! The functions: [`Queue::hold`] → [`Queue::enter`] (`create`) → `Contender::wait_first`
+//! (`wait_until_first`) → `gone` ([`handoff::HandOff::arm`], `hear`, `taken`) →
+//! `own_exists` or `look_again` → [`Holding::start`].
 //!
 //! Who blocks a contender is the recipe's choice ([`Blockers`]): every one ahead (a mutex,
-//! a leader, a writer), some names only (a reader waits on the closest writer ahead, never
-//! on a reader), or the crowd: a semaphore's lease holds while the root has at most so many
-//! children, itself included, and waits on a child watch of the root until it has.
+//! a leader, a writer: the recipe names those ahead that never signal, readers), some names
+//! only (a reader waits on the closest writer ahead, never on a reader), or the crowd: a
+//! semaphore's lease holds while the root has at most so many children, itself included,
+//! and waits on a child watch of the root until it has.
 //!
 //! # Leaving
 //!
-//! A contender owns its node: leaving, giving up, and dropping it all delete the node (in
-//! the background when the connection is down), whatever was written into it. A contender
-//! that held after waiting creates and deletes its left-first signal and writes the mark
-//! into the root in the transaction that deletes its node ([`leaving`]): its successor hears
-//! the signal, and every successor that looks reads the mark, so no one need list the queue
-//! to know that no one is ahead any more. A contender that was first at entry needs no mark
-//! (every successor saw it first) but signals all the same, in one transaction with its
-//! delete: a release is one request either way.
+//! A contender owns its node: leaving, giving up, and dropping it all delete the node,
+//! whatever was written into it ([`leaving`]). An exclusive contender that leaves while
+//! first signals its successor in the transaction that deletes its node (a release is one
+//! request either way); a signal that cannot be written (someone made its path, an ACL) is
+//! left out. A removal keeps trying until the node is gone or its session is, on the
+//! session's runtime.
 //!
 //! # Holding
 //!
@@ -78,9 +98,8 @@ use crate::error::{Error, Result};
 use crate::path;
 use crate::session::{disconnected, retry, Session};
 
-pub use holding::Loss;
 use holding::NODE_WATCH_DELAY;
-pub(crate) use holding::{guard_methods, Announce, Holding, NodeWatch, Trust};
+pub(crate) use holding::{Holding, NodeWatch};
 pub(crate) use leaving::Left;
 pub(crate) use order::sort_contenders;
 pub(crate) use waiting::Turn;
@@ -104,31 +123,47 @@ pub(crate) struct Queue {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Blockers {
     /// Every one: at most one holds (a mutex, a leader, a writer). A holder is first of
-    /// the whole queue, so one that waited marks the root as it leaves.
-    Every,
+    /// the whole queue, and signals its successor as it leaves, unless `silent` says that
+    /// contenders of its name never do (a reader, to a writer behind it).
+    Every { silent: fn(&str) -> bool },
     /// Only those whose names this accepts (a reader: writers only). Several may hold at
-    /// once, and a holder does not know whether it is first, so none marks the root.
+    /// once, and a holder does not know whether it is first, so none signals.
     Only(fn(&str) -> bool),
     /// None by name: it holds while the root has at most this many children, itself
     /// included, whatever their order (a semaphore's lease, counted as Curator counts). It
-    /// waits on a child watch of the root; several hold at once, and none marks the root.
+    /// waits on a child watch of the root; several hold at once, and none signals.
     Crowd(u32),
 }
 
 impl Blockers {
-    /// Which names ahead keep such a contender from holding (a contender keeps only this,
-    /// not the whole `Blockers`: it is stored by every waiter).
+    /// Every one ahead blocks, and every one signals (foreign contenders simply never do).
+    pub(crate) const EVERY: Blockers = Blockers::Every { silent: none };
+
+    /// Which names ahead keep such a contender from holding.
     fn blocks(self) -> fn(&str) -> bool {
         fn every(_: &str) -> bool {
             true
         }
-        fn none(_: &str) -> bool {
-            false
-        }
         match self {
-            Blockers::Every => every,
+            Blockers::Every { .. } => every,
             Blockers::Only(blocks) => blocks,
             Blockers::Crowd(_) => none,
+        }
+    }
+
+    /// Whether such a contender excludes every other holder: leaving while first, it
+    /// signals its successor.
+    fn exclusive(self) -> bool {
+        matches!(self, Blockers::Every { .. })
+    }
+
+    /// Whether a blocker named `blocker` of such a contender signals when it leaves first.
+    fn signalled_by(self, blocker: &str) -> bool {
+        match self {
+            Blockers::Every { silent } => !silent(blocker),
+            // Only writers block a reader, and writers signal.
+            Blockers::Only(_) => true,
+            Blockers::Crowd(_) => false,
         }
     }
 
@@ -139,9 +174,13 @@ impl Blockers {
             Blockers::Crowd(max) if usize::try_from(max).is_ok_and(|max| children > max) => {
                 Some(max)
             }
-            Blockers::Every | Blockers::Only(_) | Blockers::Crowd(_) => None,
+            Blockers::Every { .. } | Blockers::Only(_) | Blockers::Crowd(_) => None,
         }
     }
+}
+
+fn none(_: &str) -> bool {
+    false
 }
 
 /// How long an acquisition may wait.
@@ -362,14 +401,8 @@ pub(crate) struct Contender {
     node: String,
     czxid: i64,
     place: Place,
-    /// Which names ahead keep it from holding (see [`Blockers::blocks`]).
-    blocks: fn(&str) -> bool,
-    /// Whether it excludes every other holder ([`Blockers::Every`]): leaving while first, it
-    /// signals its successor (see [`handoff`]).
-    exclusive: bool,
-    /// Whether leaving while first must mark the root: an exclusive contender that entered
-    /// behind others, so its successors may not know that it became first.
-    marks: bool,
+    /// Who keeps it from holding, and who signals.
+    blockers: Blockers,
     /// Whether dropping it deletes the node.
     armed: bool,
     /// While it waits: what it watches so that a hand-off needs no request.
@@ -406,6 +439,17 @@ impl Contender {
     /// is first).
     pub(crate) fn is_first(&self) -> bool {
         matches!(self.place, Place::First)
+    }
+
+    /// Whether leaving now must signal the successor: an exclusive contender that is first,
+    /// whether it entered first or not (see [`HandOff::taken`](handoff::HandOff::taken)).
+    fn signals(&self) -> bool {
+        self.blockers.exclusive() && self.is_first()
+    }
+
+    /// Whether `blocker`, ahead of this contender, signals when it leaves first.
+    fn signalled_by(&self, blocker: &str) -> bool {
+        self.blockers.signalled_by(blocker)
     }
 
     /// The recipe root (the node's parent) and the node's own name.

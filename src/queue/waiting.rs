@@ -1,12 +1,13 @@
-//! Waiting to be first: watch the blocker, and when it is gone confirm our own node and
-//! learn, in one request, whether anyone can still be ahead. Waiting for a crowded root to
-//! thin out: list it with a child watch until few enough are left.
+//! Waiting to be first: watch the blocker and hear what the servers say (see
+//! [`handoff`](super::handoff)); when the blocker is gone, hold on what was heard, or else
+//! confirm our own node (behind a blocker that was first) or list the root (behind one of
+//! unknown place). Waiting for a crowded root to thin out: list it with a child watch until
+//! few enough are left.
 
 use tracing::{debug, warn};
-use zookeeper_client::{Client, EventType, MultiReadResult};
+use zookeeper_client::EventType;
 
-use super::handoff::{armed, Armed, HandOff};
-use super::leaving::covers;
+use super::handoff::{armed, Armed, HandOff, Heard};
 use super::order::{sequence, Ahead};
 use super::{Contender, Place, Wait};
 use crate::error::{Error, Result};
@@ -34,16 +35,8 @@ enum Gone {
     Heard,
     /// Our own node was heard to be gone.
     Evicted,
-    /// It left; look whether we are first. With the zxid that created it, if it was still
-    /// there when watched.
-    Left(Option<i64>),
-}
-
-/// What one look after the blocker left says.
-enum Look {
-    First,
-    Unknown,
-    Evicted,
+    /// It left; what was heard does not say whether we are first.
+    Left,
 }
 
 impl Contender {
@@ -149,24 +142,21 @@ impl Contender {
             };
             let (gone, handoff) = self.gone(blocker, handoff).await?;
             self.handoff = handoff;
-            let created = match gone {
+            // Boxed, here and below: what runs after a wake-up takes no room while waiting.
+            let placed = match gone {
                 Gone::Heard => {
                     debug!(node = %self.node, "blocker gone; first, as heard without a request");
                     self.place = Place::First;
-                    continue;
+                    true
                 }
-                Gone::Evicted => return Ok(self.evicted()),
-                Gone::Left(created) => created,
+                Gone::Evicted => false,
+                // Behind a blocker that was first, no one else can be ahead: our own node
+                // is all there is to confirm.
+                Gone::Left if blocker_first => Box::pin(self.own_exists()).await?,
+                Gone::Left => Box::pin(self.look_again()).await?,
             };
-            // Boxed, here and below: what runs after a wake-up takes no room while waiting.
-            let look = Box::pin(self.look_after(created, blocker_first)).await?;
-            match look {
-                Look::First => {
-                    debug!(node = %self.node, "blocker gone; first");
-                    self.place = Place::First;
-                }
-                Look::Unknown if Box::pin(self.look_again()).await? => {}
-                Look::Unknown | Look::Evicted => return Ok(self.evicted()),
+            if !placed {
+                return Ok(self.evicted());
             }
         }
     }
@@ -177,12 +167,11 @@ impl Contender {
         Turn::Evicted
     }
 
-    /// Resolves once the node at `blocker` is gone: heard to be a hand-off to us
-    /// ([`HandOff::taken`]), or to be looked into (with the zxid that created the blocker,
-    /// `None` if it was gone before it could be watched); or once our own node is heard to
-    /// be gone. A data change is someone's write, not a departure: the node is watched
-    /// again. The hand-off's watches (`handoff`: ours, kept from an earlier blocker) are set
-    /// with the blocker's, in the same round trip.
+    /// Resolves once the node at `blocker` is gone ([`Gone::Heard`] if what was heard
+    /// says we hold, see [`HandOff::taken`]), or once our own node is heard to be gone. A
+    /// write into the blocker is someone's write, not a departure: it is watched again. The
+    /// hand-off's watches (`handoff`: ours, kept from an earlier blocker) are set with the
+    /// blocker's, in the same round trip.
     async fn gone(
         &self,
         blocker: &str,
@@ -190,28 +179,21 @@ impl Contender {
     ) -> Result<(Gone, Option<Box<HandOff>>)> {
         let own = handoff.and_then(|handoff| handoff.into_own());
         let client = self.client()?;
-        let arming = HandOff::arm(&client, &self.node, own, blocker);
+        let signals = self.signalled_by(blocker);
+        let arming = HandOff::arm(&client, &self.node, own, blocker, signals);
         // Boxed: setting the watches takes no room while waiting on them.
         let (watched, handoff) =
             Box::pin(self.until_closed(async { Ok(tokio::join!(self.watch(blocker), arming)) }))
                 .await?;
         drop(client);
-        // One that could not be set only costs a request after the blocker left.
-        let mut handoff = handoff.ok();
+        // Watches that could not be set only cost a request once the blocker left.
+        let mut handoff = handoff.unwrap_or_else(|_| HandOff::unarmed());
         let mut watched = watched?;
-        let mut created = None;
-        while let Some((watcher, czxid)) = watched {
-            created = Some(czxid);
-            let heard = match handoff.as_mut() {
-                Some(handoff) => tokio::select! {
-                    biased;
-                    () = handoff.own_deleted() => None,
-                    event = watcher => Some(event),
-                },
-                None => Some(watcher.await),
-            };
-            let Some(event) = heard else {
-                return Ok((Gone::Evicted, handoff));
+        while let Some(mut watcher) = watched {
+            // Boxed: hearing takes room only while it runs.
+            let event = match Box::pin(handoff.hear(&mut watcher)).await {
+                Heard::OwnDeleted => return Ok((Gone::Evicted, Some(handoff))),
+                Heard::Blocker(event) => event,
             };
             match event.event_type {
                 EventType::NodeDeleted => break,
@@ -221,55 +203,36 @@ impl Contender {
             // Boxed: setting the watch takes no room while waiting on it.
             watched = Box::pin(self.until_closed(self.watch(blocker))).await?;
         }
-        let gone = match handoff.as_mut().is_some_and(|handoff| handoff.taken()) {
+        let gone = match handoff.taken() {
             true => Gone::Heard,
-            false => Gone::Left(created),
+            false => Gone::Left,
         };
-        Ok((gone, handoff))
+        Ok((gone, Some(handoff)))
     }
 
-    /// Sets a data watch on the node at `path`; with the zxid that created it, or `None` if
-    /// it does not exist.
-    async fn watch(&self, path: &str) -> Result<Option<(Armed, i64)>> {
+    /// Sets an exists watch on the node at `path` (its data is not needed: an election's
+    /// can be large); `None` if it does not exist.
+    async fn watch(&self, path: &str) -> Result<Option<Armed>> {
         let client = self.client()?;
-        match retry(&client, || client.get_and_watch_data(path)).await {
-            Ok((_, stat, watcher)) => {
-                debug!(node = %self.node, blocker = %path, "watching the blocker");
-                Ok(Some((armed(watcher), stat.czxid)))
-            }
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
-            Err(err) => Err(err),
-        }
+        let (stat, watcher) = retry(&client, || client.check_and_watch_stat(path)).await?;
+        debug!(node = %self.node, blocker = %path, there = stat.is_some(), "watching the blocker");
+        Ok(stat.map(|_| armed(watcher)))
     }
 
-    /// After the blocker (created at zxid `created`, if known) left: reads our own node
-    /// and the root's hand-off mark in one request. First if our node exists and the
-    /// blocker was first, or the mark covers it.
-    async fn look_after(&self, created: Option<i64>, blocker_first: bool) -> Result<Look> {
-        let (root, _) = self.root_and_name();
-        let results = self
+    /// Whether our own node exists, asked of the servers (behind a blocker that was first,
+    /// when what was heard did not say).
+    async fn own_exists(&mut self) -> Result<bool> {
+        let stat = self
             .until_closed(async {
                 let client = self.client()?;
-                retry(&client, || read_both(&client, root, &self.node)).await
+                retry(&client, || client.check_stat(&self.node)).await
             })
             .await?;
-        let [mark, own] = results.as_slice() else {
-            return Err(Error::ZooKeeper(zookeeper_client::Error::UnexpectedError(
-                "a read of two nodes did not answer twice".into(),
-            )));
-        };
-        if !matches!(own, MultiReadResult::Data { .. }) {
-            return Ok(Look::Evicted);
+        if stat.is_some() {
+            debug!(node = %self.node, "blocker gone; first, our node confirmed");
+            self.place = Place::First;
         }
-        let left_first = match (mark, created) {
-            (MultiReadResult::Data { data, .. }, Some(created)) => covers(data, created),
-            _ => false,
-        };
-        Ok(if blocker_first || left_first {
-            Look::First
-        } else {
-            Look::Unknown
-        })
+        Ok(stat.is_some())
     }
 
     /// Lists the root to learn who blocks us now, after a blocker of unknown place left;
@@ -286,7 +249,7 @@ impl Contender {
             return Ok(false);
         }
         let seq = sequence(own).unwrap_or_default();
-        let ahead = Ahead::of(&children, seq, self.blocks);
+        let ahead = Ahead::of(&children, seq, self.blockers.blocks());
         debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
         // Not crowded: a contender that holds by count has no blocker to look after.
         self.place = Place::of(root, &ahead, None);
@@ -327,20 +290,4 @@ impl Contender {
         }
         Ok(holds)
     }
-}
-
-/// Reads the nodes `root` and `node` in one request.
-fn read_both<'a>(
-    client: &'a Client,
-    root: &str,
-    node: &str,
-) -> impl std::future::Future<
-    Output = std::result::Result<Vec<MultiReadResult>, zookeeper_client::Error>,
-> + 'a {
-    let mut reader = client.new_multi_reader();
-    let commit = reader
-        .add_get_data(root)
-        .and_then(|()| reader.add_get_data(node))
-        .map(|()| reader.commit());
-    async move { commit?.await }
 }
