@@ -44,18 +44,20 @@
 mod acl;
 mod election;
 mod error;
+mod guard;
 mod lock;
 mod path;
 mod queue;
 mod rwlock;
 mod semaphore;
 mod session;
+mod trust;
 
 pub use acl::NodeAcl;
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
 pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
-pub use queue::Loss;
 pub use rwlock::{RwLock, RwLockGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
 pub use session::{parse_credentials, Session, SessionBuilder, SessionEvent};
+pub use trust::Loss;

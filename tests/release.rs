@@ -222,3 +222,25 @@ async fn a_reentered_share_released_after_a_loss_says_lost() {
     );
     await_empty(&observer, &root).await;
 }
+
+/// A dropped guard's delete goes out before anything its session sends next: the same
+/// session's `try_lock()` right after the drop never finds the old node ahead of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_guard_is_gone_for_its_sessions_next_request() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("drop-then-try");
+    let holder = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
+    let mutex = Mutex::new(&holder, &root).unwrap();
+    let mut guard = mutex.lock().await.unwrap();
+    for round in 0..100 {
+        drop(guard);
+        guard = mutex
+            .try_lock()
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("round {round}: the dropped guard's node was ahead"));
+    }
+    guard.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}

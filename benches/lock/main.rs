@@ -101,7 +101,7 @@ impl Opts {
     }
 
     fn runs(&self, scenario: &str) -> bool {
-        self.only.as_deref().map_or(true, |only| only == scenario)
+        self.only.as_deref().is_none_or(|only| only == scenario)
     }
 }
 

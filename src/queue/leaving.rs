@@ -1,15 +1,17 @@
 //! Leaving the queue: the node is deleted whatever was written into it, and nothing of
 //! ours is given up while its session lives: a removal keeps trying until the node is gone
-//! or its session is, on the session's runtime, whoever dropped the node and wherever. A
-//! first contender that had waited marks the root as it goes.
+//! or its session is, on the session's runtime, whoever dropped the node and wherever. An
+//! exclusive contender that leaves while first signals its successor as it goes.
 
+use std::future::Future;
 use std::sync::{Arc, Weak};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
-use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError};
+use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError, SessionState};
 
 use super::entering::find_own;
 use super::Contender;
@@ -20,30 +22,6 @@ use crate::session::{reconnected, Session};
 /// How long a waiter that gives up may spend deleting its node before leaving that to the
 /// background.
 const GIVE_UP_GRACE: Duration = Duration::from_secs(1);
-
-/// What the root's hand-off mark says before the zxid that created the contender that
-/// left while first. Written only by this crate, into the root's data; a root whose data
-/// is anything else simply has no mark.
-///
-/// The mark names the node by its creation zxid, not its sequence number: zxids only grow
-/// (64 bits), while sequence numbers wrap after 2^31 creations, and a mark stays in the
-/// root until the next one, however old it gets.
-const MARK: &str = "zk-recipes first left, created at zxid ";
-
-/// The creation zxid of the node a root's data marks as having left while first.
-fn first_left(data: &[u8]) -> Option<i64> {
-    std::str::from_utf8(data)
-        .ok()?
-        .strip_prefix(MARK)?
-        .parse()
-        .ok()
-}
-
-/// Whether a root's data `data` says that every node up to the blocker created at zxid
-/// `czxid` is gone: the mark's node was created at or after it, and was first when it left.
-pub(super) fn covers(data: &[u8], czxid: i64) -> bool {
-    first_left(data).is_some_and(|mark| mark >= czxid)
-}
 
 /// How a node left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +61,7 @@ impl Contender {
     /// Cancel safe: the removal goes on in the background.
     pub(crate) async fn leave(mut self) -> Result<Left> {
         self.armed = false;
-        let removal = Removal::Node(std::mem::take(&mut self.node), self.signals(), self.mark());
+        let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
         spawn_removal(&self.session, self.client.clone(), removal).await
     }
 
@@ -103,106 +81,72 @@ impl Contender {
     }
 }
 
-impl Contender {
-    /// The mark to leave in the root when leaving now: the node's creation zxid if it is an
-    /// exclusive contender that entered behind others and is first.
-    fn mark(&self) -> Option<i64> {
-        (self.marks && self.is_first()).then_some(self.czxid)
-    }
-
-    /// Whether leaving now must signal the successor: an exclusive contender that is first,
-    /// whether it entered first or not (a successor that saw it first also waits for the
-    /// signal: only the transaction that makes it cannot also delete the successor's node).
-    fn signals(&self) -> bool {
-        self.exclusive && self.is_first()
-    }
-}
-
 impl Drop for Contender {
     fn drop(&mut self) {
         if self.armed {
-            let (signal, mark) = (self.signals(), self.mark());
-            let removal = Removal::Node(std::mem::take(&mut self.node), signal, mark);
+            let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
             drop(spawn_removal(&self.session, self.client.clone(), removal));
         }
     }
 }
 
-/// Deletes `node`, whatever its version, in one transaction with what tells its successors
-/// that it left while first: with `signal`, its left-first signal created and deleted again
-/// first, so that its successor hears it ([`handoff`](super::handoff)); with `mark` (the
-/// node's creation zxid), the root's hand-off mark after, so that successors that look know
-/// that no one is ahead of them any more (see [`covers`]). Whatever of these cannot be
-/// written (someone made the signal's path; the root's ACL) is left out, and the node is
-/// deleted all the same.
+/// Deletes `node`, whatever its version; with `signal`, in one transaction after creating
+/// and deleting its left-first signal, so that its successor hears it
+/// ([`handoff`](super::handoff)). A signal that cannot be written (someone made its path,
+/// or an ACL refuses it) is left out, and the node is deleted all the same. The first
+/// request is sent on the first poll, before anything else is awaited.
 async fn remove(
     client: &Client,
     node: &str,
-    mut signal: bool,
-    mut mark: Option<i64>,
+    signal: bool,
 ) -> std::result::Result<(), zookeeper_client::Error> {
-    loop {
-        let failed = match remove_telling(client, node, signal, mark).await {
-            Err(MultiWriteError::OperationFailed { index, source }) => (index, source),
-            done => return done.map_err(zookeeper_client::Error::from),
-        };
-        // The operations: signal (two, if any), node, mark (if any).
-        match (failed, signal) {
-            ((0..=1, source), true) => {
-                debug!(%node, %source, "cannot signal the successor; leaving that out");
-                signal = false;
-            }
-            ((index, source), _) if mark.is_some() && index == usize::from(signal) * 2 + 1 => {
-                debug!(%node, %source, "cannot mark the root; leaving that out");
-                mark = None;
-            }
-            ((_, source), _) => return Err(source),
+    if !signal {
+        return client.delete(node, None).await;
+    }
+    match remove_signalling(client, node).await {
+        // The signal's two operations come first.
+        Err(MultiWriteError::OperationFailed {
+            index: 0..=1,
+            source,
+        }) => {
+            debug!(%node, %source, "cannot signal the successor; leaving that out");
+            client.delete(node, None).await
         }
+        done => done.map_err(zookeeper_client::Error::from),
     }
 }
 
-/// Deletes `node` in one transaction: after creating and deleting its left-first signal if
-/// `signal`, before writing `mark` into its root if given; a plain delete if neither.
-async fn remove_telling(
+/// Deletes `node` in one transaction after creating and deleting its left-first signal.
+async fn remove_signalling(
     client: &Client,
     node: &str,
-    signal: bool,
-    mark: Option<i64>,
 ) -> std::result::Result<(), MultiWriteError> {
-    let root_and_mark = mark.zip(node.rsplit_once('/'));
-    if !signal && root_and_mark.is_none() {
-        return Ok(client.delete(node, None).await?);
-    }
+    let signal = super::handoff::signal(node);
+    // It exists for no one to see: its ACL never matters.
+    let options = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
     let mut transaction = client.new_multi_writer();
-    if signal {
-        let signal = super::handoff::signal(node);
-        // It exists for no one to see: its ACL never matters.
-        let options = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-        transaction.add_create(&signal, &[], &options)?;
-        transaction.add_delete(&signal, None)?;
-    }
+    transaction.add_create(&signal, &[], &options)?;
+    transaction.add_delete(&signal, None)?;
     transaction.add_delete(node, None)?;
-    if let Some((czxid, (root, _))) = root_and_mark {
-        transaction.add_set_data(root, format!("{MARK}{czxid}").as_bytes(), None)?;
-    }
     transaction.commit().await.map(drop)
 }
 
 /// What a removal deletes.
 #[derive(Debug)]
 pub(super) enum Removal {
-    /// A node of ours, whether to signal its successor, and the mark to leave in the root,
-    /// if any (see [`remove`]).
-    Node(String, bool, Option<i64>),
+    /// A node of ours, and whether to signal its successor (see [`remove`]).
+    Node(String, bool),
     /// The node named with this uuid under the root, if a create made it.
     ByUuid { root: Arc<str>, uuid: Uuid },
 }
 
 /// Starts removing a node of ours, on the session's runtime (from any thread, inside a
-/// runtime or not). It keeps trying, with back-off, until the node is gone or its session
-/// is (then the servers delete it); closing the session ends it at once. The returned
-/// future says how the node left as soon as that is known; dropping it leaves the removal
-/// running.
+/// runtime or not). While the connection is up, its first delete is sent before this
+/// returns, so that it comes before anything the caller sends next on the session (a
+/// contender that enters again after dropping its guard never finds its old node ahead).
+/// It keeps trying, with back-off, until the node is gone or its session is (then the
+/// servers delete it); closing the session ends it at once. The returned future says how
+/// the node left as soon as that is known; dropping it leaves the removal running.
 pub(super) fn spawn_removal(
     session: &Session,
     client: Weak<Client>,
@@ -211,7 +155,7 @@ pub(super) fn spawn_removal(
     let (settle, settled) = oneshot::channel();
     let closing = session.clone();
     let span = debug_span!("zk.queue.remove", ?removal);
-    session.spawn(
+    let mut removing = Box::pin(
         async move {
             let mut settle = Some(settle);
             let left = tokio::select! {
@@ -229,6 +173,14 @@ pub(super) fn spawn_removal(
         }
         .instrument(span),
     );
+    // Polled once here, only to send the first delete now: up to that request, it touches
+    // nothing that needs a runtime (no timer), and the task polls it again with its waker.
+    let sending = removing
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    if sending.is_pending() {
+        session.spawn(removing);
+    }
     // A removal whose runtime is gone went with its session, whose client ran there too.
     async move { settled.await.unwrap_or(Ok(Left::WithSession)) }
 }
@@ -242,20 +194,22 @@ async fn remove_until_gone(
     let Some(client) = client.upgrade() else {
         return Ok(Left::WithSession); // the session was closed or replaced
     };
-    let (node, signal, mark) = match removal {
-        Removal::Node(node, signal, mark) => (node, signal, mark),
+    let (node, signal) = match removal {
+        Removal::Node(node, signal) => (node, signal),
         Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid, settle).await {
-            Some(Ok(node)) => (node, false, None),
+            Some(Ok(node)) => (node, false),
             Some(Err(left)) => return Ok(left),
             None => return Ok(Left::AlreadyGone),
         },
     };
     let mut pause = FIRST_PAUSE;
+    // The first delete goes out at once if it can, before anything that waits.
+    let mut connected_now = client.state() == SessionState::SyncConnected;
     loop {
-        if !connected(&client, settle).await {
+        if !std::mem::take(&mut connected_now) && !connected(&client, settle).await {
             return Ok(Left::WithSession);
         }
-        match remove(&client, &node, signal, mark).await {
+        match remove(&client, &node, signal).await {
             Ok(()) => return Ok(Left::Deleted),
             Err(zookeeper_client::Error::NoNode) => return Ok(Left::AlreadyGone),
             Err(err) if outcome_unknown(&err) => {
@@ -330,31 +284,5 @@ async fn find_by_uuid(
                 return Some(Err(Left::WithSession));
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_only_its_own_mark() {
-        assert_eq!(first_left(format!("{MARK}42").as_bytes()), Some(42));
-        assert_eq!(first_left(b""), None);
-        assert_eq!(first_left(b"__REVOKE__"), None);
-        assert_eq!(first_left(b"10.0.0.1"), None);
-        assert_eq!(first_left(format!("{MARK}x").as_bytes()), None);
-    }
-
-    /// A mark stays in the root until the next one; after 2^31 creations under one root a
-    /// sequence number compared as a serial number read an old mark as a new one.
-    #[test]
-    fn a_stale_mark_never_covers_a_later_blocker() {
-        let old_czxid = 1_000_i64;
-        let mark = format!("{MARK}{old_czxid}");
-        let later_czxid = old_czxid + (1 << 31) + 6;
-        assert!(!covers(mark.as_bytes(), later_czxid));
-        assert!(covers(mark.as_bytes(), old_czxid));
-        assert!(covers(mark.as_bytes(), old_czxid - 1));
     }
 }

@@ -66,10 +66,10 @@ impl<'a> Ahead<'a> {
                 continue;
             }
             count += 1;
-            if lowest.map_or(true, |lowest| serial_order(seq, lowest).is_lt()) {
+            if lowest.is_none_or(|lowest| serial_order(seq, lowest).is_lt()) {
                 lowest = Some(seq);
             }
-            let closer = closest.map_or(true, |(closest, _)| serial_order(seq, closest).is_gt());
+            let closer = closest.is_none_or(|(closest, _)| serial_order(seq, closest).is_gt());
             if blocks(name) && closer {
                 closest = Some((seq, name));
             }

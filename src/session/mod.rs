@@ -4,7 +4,6 @@ mod builder;
 mod connection;
 mod credentials;
 mod dialer;
-mod liveness;
 mod nodelay;
 mod probe;
 #[cfg(feature = "tls")]
@@ -20,8 +19,6 @@ use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
 
 use dialer::Dialer;
-use liveness::keep_confirming;
-pub(crate) use liveness::Liveness;
 use nodelay::Sockets;
 
 pub use builder::SessionBuilder;
@@ -32,6 +29,7 @@ pub use credentials::parse_credentials;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::trust::{keep_confirming, Liveness};
 
 /// How many queue entries (a create and its listing) one session has in flight at once.
 ///

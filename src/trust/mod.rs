@@ -1,0 +1,187 @@
+//! Trust: whether something held (a lock, a lease, a leadership) can still be trusted, why
+//! not, and how a loss is published. Below both the session and the queue: the session
+//! confirms what the servers keep ([`Liveness`]), the queue's holdings report what they see.
+//!
+//! A hold is trusted while no loss was seen *and* the servers have confirmed its session
+//! recently enough: that part is read from the clock at every look, so a process that
+//! wakes from a pause longer than the session timeout sees the loss at its first look,
+//! before any I/O completes. A loss is published before anything else is done about it
+//! (a log line, a callback): nothing a subscriber, a full stderr or user code does may keep
+//! a holder from learning it.
+
+mod liveness;
+
+use std::sync::Arc;
+
+use tokio::sync::{watch, Notify};
+
+pub(crate) use liveness::{keep_confirming, Liveness};
+
+/// Why a held lock or leadership can no longer be trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Loss {
+    /// The ZooKeeper session expired (or the client gave up on it).
+    SessionExpired,
+    /// The connection was suspended: the session may be alive, but another contender may
+    /// be let in before this one hears of it. Also when the node can no longer be watched.
+    Suspended,
+    /// The node was deleted by someone else.
+    NodeDeleted,
+    /// The session was closed.
+    Closed,
+    /// The servers have not confirmed the session for as long as they keep one that they
+    /// do not hear from (its session timeout, counted from the sending of the last request
+    /// of ours they answered): they may have expired it and let another contender in. The
+    /// process was paused or starved past that time, or could not reach the servers.
+    Lapsed,
+}
+
+/// Whether a hold can still be trusted, and why not; shared by the holding, its guards
+/// and leaderships.
+#[derive(Clone, Debug)]
+pub(crate) struct Trust {
+    loss: watch::Receiver<Option<Loss>>,
+    /// Notified when someone awaits the loss: the node is watched from then on at once.
+    asked: Arc<Notify>,
+    /// What the servers confirmed of the session, and the epoch the hold began in; `None`
+    /// if its session had already ended.
+    confirmed: Option<(Arc<Liveness>, u64)>,
+}
+
+impl Trust {
+    /// The trust of a hold made now on the session `liveness` is about (`None`: a session
+    /// that ended), and where its loss is reported.
+    pub(crate) fn new(liveness: Option<Arc<Liveness>>) -> (Trust, Report) {
+        let (report, loss) = watch::channel(None);
+        let confirmed = liveness.map(|liveness| {
+            let epoch = liveness.epoch();
+            (liveness, epoch)
+        });
+        let trust = Trust {
+            loss,
+            asked: Arc::new(Notify::new()),
+            confirmed,
+        };
+        (trust, Report(report))
+    }
+
+    /// Whether it can no longer be trusted (a loss was seen, the session is no longer
+    /// confirmed, or the hold is over).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.loss().is_some()
+    }
+
+    /// The loss seen so far, if any ([`Loss::Lapsed`] once the session is no longer
+    /// confirmed).
+    pub(crate) fn loss(&self) -> Option<Loss> {
+        let seen = *self.loss.borrow();
+        seen.or_else(|| (!self.confirmed()).then_some(Loss::Lapsed))
+    }
+
+    /// Whether the servers still certainly keep the session.
+    fn confirmed(&self) -> bool {
+        self.confirmed
+            .as_ref()
+            .is_some_and(|(liveness, epoch)| liveness.trusts(*epoch))
+    }
+
+    /// Resolves once it can no longer be trusted; [`Loss::Closed`] if the hold ended
+    /// without a loss (it was released or dropped).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn lost(&self) -> Loss {
+        self.asked.notify_one();
+        let mut loss = self.loss.clone();
+        tokio::select! {
+            biased;
+            seen = loss.wait_for(Option::is_some) => {
+                seen.map(|loss| *loss).ok().flatten().unwrap_or(Loss::Closed)
+            }
+            loss = self.lapsed() => loss,
+        }
+    }
+
+    /// Resolves with [`Loss::Lapsed`] once the session is no longer confirmed
+    /// ([`Loss::SessionExpired`] at once if it had ended).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn lapsed(&self) -> Loss {
+        match &self.confirmed {
+            Some((liveness, epoch)) => {
+                liveness.lapsed(*epoch).await;
+                Loss::Lapsed
+            }
+            None => Loss::SessionExpired,
+        }
+    }
+
+    /// Resolves once someone awaits the loss.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn awaited(&self) {
+        self.asked.notified().await;
+    }
+}
+
+/// Run just before a loss is published, as part of publishing it (an election steps its
+/// role down with it). It must only publish: send on a channel, never log or wait.
+pub(crate) type Announce = Box<dyn FnOnce() + Send>;
+
+/// Where a hold's loss is reported, once: the first report stands.
+#[derive(Debug)]
+pub(crate) struct Report(watch::Sender<Option<Loss>>);
+
+impl Report {
+    /// Reports `loss` unless a loss was reported already.
+    pub(crate) fn publish(&self, loss: Loss) {
+        self.0.send_if_modified(|seen| {
+            let unset = seen.is_none();
+            seen.get_or_insert(loss);
+            unset
+        });
+    }
+
+    /// A publisher for the task that watches the hold; `announce` runs as part of
+    /// publishing.
+    pub(crate) fn publisher(&self, announce: Option<Announce>) -> Publisher {
+        Publisher {
+            report: Report(self.0.clone()),
+            announce,
+            loss: None,
+        }
+    }
+}
+
+/// Publishes a hold's loss when dropped: the loss its watcher saw, and also when the watcher
+/// ended any other way (it panicked: the hold can no longer be watched), unless the hold
+/// ended first (it was released or dropped).
+pub(crate) struct Publisher {
+    report: Report,
+    announce: Option<Announce>,
+    /// The loss the watcher saw, if it saw one.
+    loss: Option<Loss>,
+}
+
+impl Publisher {
+    /// Records the loss the watcher saw; it is published when the publisher is dropped.
+    pub(crate) fn saw(&mut self, loss: Loss) {
+        self.loss = Some(loss);
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        if self.report.0.borrow().is_some() {
+            return;
+        }
+        if let Some(announce) = self.announce.take() {
+            // It only sends on a channel; a panic must not stop the loss from following.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(announce));
+        }
+        self.report.publish(self.loss.unwrap_or(Loss::Suspended));
+    }
+}
