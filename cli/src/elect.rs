@@ -20,6 +20,7 @@ use zk_recipes::{Candidate, Error, LeaderElection, Leadership, Loss, Session};
 
 use crate::args::{Connection, Elect, Run};
 use crate::held::{self, Held, Outcome};
+use crate::say::say;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -90,13 +91,11 @@ async fn lead(candidate: &Candidate, args: &Elect, signals: &mut Signals) -> Con
             .await;
         match outcome {
             Outcome::Lost if !args.once => {
-                eprintln!("zk-recipes: waiting to lead again");
+                say!("waiting to lead again");
             }
             Outcome::Finished(exit) if !args.once => {
                 let after = args.restart_after;
-                eprintln!(
-                    "zk-recipes: CMD ended ({exit}); resigning, joining again after {after:?}"
-                );
+                say!("CMD ended ({exit}); resigning, joining again after {after:?}");
                 return ControlFlow::Continue(());
             }
             outcome => return ControlFlow::Break(outcome.status()),

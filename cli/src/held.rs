@@ -24,6 +24,7 @@ use zk_recipes::{Loss, Result};
 
 use crate::args::Run;
 use crate::child::{self, Child};
+use crate::say::say;
 use crate::signals::Signals;
 use crate::status;
 
@@ -84,7 +85,7 @@ where
         Err(signal) => return status::of_signal(signal),
         Ok(Err(err)) => return status::report(&err),
         Ok(Ok(None)) => {
-            eprintln!("zk-recipes: {} not acquired within --timeout", H::WHAT);
+            say!("{} not acquired within --timeout", H::WHAT);
             return status::TIMED_OUT;
         }
         Ok(Ok(Some(held))) => held,
@@ -119,7 +120,7 @@ pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcom
     let child = match child::spawn(&run.command, &env) {
         Ok(child) => child,
         Err(err) => {
-            eprintln!("zk-recipes: cannot run {:?}: {err}", run.command[0]);
+            say!("cannot run {:?}: {err}", run.command[0]);
             return Outcome::NotStarted(err);
         }
     };
@@ -143,7 +144,7 @@ async fn supervise<H: Held>(
             exit = child.wait() => {
                 return match (exit, lost, stopped) {
                     (Err(err), _, _) => {
-                        eprintln!("zk-recipes: cannot wait for CMD: {err}");
+                        say!("cannot wait for CMD: {err}");
                         Outcome::Unknown
                     }
                     (Ok(_), true, _) => Outcome::Lost,
@@ -153,8 +154,7 @@ async fn supervise<H: Held>(
             }
             loss = held.lost(), if !lost => {
                 report_loss::<H>(loss);
-                eprintln!(
-                    "zk-recipes: stopping CMD: SIGTERM, SIGKILL after {:?}",
+                say!("stopping CMD: SIGTERM, SIGKILL after {:?}",
                     run.kill_after
                 );
                 child.signal(Signal::SIGTERM);
@@ -191,7 +191,7 @@ async fn at(deadline: Option<Instant>) {
 }
 
 fn report_loss<H: Held>(loss: Loss) {
-    eprintln!("zk-recipes: {} lost: {loss:?}", H::WHAT);
+    say!("{} lost: {loss:?}", H::WHAT);
 }
 
 /// Prints `NAME=value` lines on stdout (a closed stdout is no reason to let go).

@@ -24,6 +24,7 @@ mod elect;
 mod held;
 mod lock;
 mod observe;
+mod say;
 mod security;
 mod session;
 mod signals;
@@ -37,6 +38,7 @@ use tracing::level_filters::LevelFilter;
 
 use args::{Cli, Command};
 use observe::Look;
+use say::say;
 use signals::Signals;
 
 fn main() -> ExitCode {
@@ -59,7 +61,7 @@ fn main() -> ExitCode {
     let status = match runtime {
         Ok(runtime) => runtime.block_on(run(&cli.command)),
         Err(err) => {
-            eprintln!("zk-recipes: cannot start the runtime: {err}");
+            say!("cannot start the runtime: {err}");
             status::OS_ERROR
         }
     };
@@ -71,7 +73,7 @@ async fn run(command: &Command) -> u8 {
     let mut signals = match Signals::catch() {
         Ok(signals) => signals,
         Err(err) => {
-            eprintln!("zk-recipes: cannot catch SIGINT and SIGTERM: {err}");
+            say!("cannot catch SIGINT and SIGTERM: {err}");
             return status::OS_ERROR;
         }
     };
@@ -92,7 +94,7 @@ async fn run(command: &Command) -> u8 {
     }
 }
 
-/// Log on stderr: warnings, or more with `-v`.
+/// Log on stderr, best-effort (see [`say`]): warnings, or more with `-v`.
 fn init_log(verbose: u8) {
     let level = match verbose {
         0 => LevelFilter::WARN,
@@ -101,7 +103,7 @@ fn init_log(verbose: u8) {
         _ => LevelFilter::TRACE,
     };
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| say::LogWriter)
         .with_max_level(level)
         .init();
 }

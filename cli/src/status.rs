@@ -24,6 +24,8 @@ use std::process::ExitStatus;
 use nix::sys::signal::Signal;
 use zk_recipes::Error;
 
+use crate::say::say;
+
 /// Bad arguments (`EX_USAGE`).
 pub const USAGE: u8 = 64;
 /// ZooKeeper cannot be used (`EX_UNAVAILABLE`).
@@ -56,8 +58,8 @@ Exit status:
 /// its status.
 pub fn report(err: &Error) -> u8 {
     match hint(err) {
-        Some(hint) => eprintln!("zk-recipes: {err}; {hint}"),
-        None => eprintln!("zk-recipes: {err}"),
+        Some(hint) => say!("{err}; {hint}"),
+        None => say!("{err}"),
     }
     of_error(err)
 }
