@@ -4,8 +4,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::NonEmptyStringValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::check;
 use crate::duration;
 use crate::status;
 
@@ -63,6 +65,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct Lock {
     /// The lock's path, e.g. /locks/nightly-backup.
+    #[arg(value_parser = check::path)]
     pub path: String,
     /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting.
     #[arg(long, value_name = "D", value_parser = duration::parse)]
@@ -82,9 +85,10 @@ pub struct Lock {
 #[derive(Debug, Args)]
 pub struct Elect {
     /// The election's path, e.g. /election/indexer.
+    #[arg(value_parser = check::path)]
     pub path: String,
     /// This candidate's id, shown to observers (e.g. the host name).
-    #[arg(long)]
+    #[arg(long, value_parser = NonEmptyStringValueParser::new())]
     pub id: String,
     /// Run CMD once, as leader, and exit with its status.
     #[arg(long)]
@@ -103,6 +107,7 @@ pub struct Elect {
 #[derive(Debug, Args)]
 pub struct Observe {
     /// The path of the lock, read/write lock, semaphore or election.
+    #[arg(value_parser = check::path)]
     pub path: String,
     /// One JSON object per line.
     #[arg(long)]
@@ -115,7 +120,7 @@ pub struct Observe {
 #[derive(Debug, Args)]
 pub struct Connection {
     /// ZooKeeper servers: `host:port[,host:port...][/chroot]`.
-    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181")]
+    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181", value_parser = check::hosts)]
     pub hosts: String,
     /// The session timeout to ask the servers for: how long after zk-recipes is cut off or
     /// killed its lock or leadership can pass to another.

@@ -18,6 +18,7 @@
 #![deny(unsafe_code)]
 
 mod args;
+mod check;
 mod child;
 mod duration;
 mod elect;

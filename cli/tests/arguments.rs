@@ -44,3 +44,24 @@ async fn durations_out_of_range_exit_64_before_connecting() {
         assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
     }
 }
+
+#[tokio::test]
+async fn bad_arguments_exit_64_at_once_with_their_reason() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["lock", "/bad//path", "--", "true"], "empty component"),
+        (&["lock", "/bad/path/", "--", "true"], "end with '/'"),
+        (&["status", "relative"], "absolute"),
+        (&["observe", "/zookeeper/quota"], "reserved"),
+        (&["elect", "/e", "--id", "", "--", "true"], "--id"),
+        (&["status", "--hosts", "127.0.0.1:", "/x"], "port"),
+    ];
+    for (args, reason) in cases {
+        let mut command = zk_recipes(NOWHERE);
+        let (output, took) = output_within(command.args(args)).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+    }
+}
