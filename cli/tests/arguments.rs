@@ -6,7 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use support::{output_within, zk_recipes};
+use support::{exit_within, output_within, start, zk_recipes, Test};
+use zk_harness::{children, observer, PATIENCE};
 
 /// Nothing listens there: connecting fails (69) after `--connect-timeout`.
 const NOWHERE: &str = "127.0.0.1:1";
@@ -64,4 +65,55 @@ async fn bad_arguments_exit_64_at_once_with_their_reason() {
         assert!(stderr.contains(reason), "{args:?}: {stderr}");
         assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
     }
+}
+
+/// Runs `zk-recipes lock OPTIONS ROOT -- true` 40 times on a free lock; fails the test
+/// unless every run took it.
+async fn takes_a_free_lock_every_time(test: &Test, options: &[&str]) {
+    let mut refused = 0;
+    for _ in 0..40 {
+        let mut lock = test.command(&["lock"]);
+        lock.args(options).args([&test.root, "--", "true"]);
+        let status = exit_within(&mut start(&mut lock), PATIENCE).await;
+        match status.code() {
+            Some(0) => {}
+            Some(75) => refused += 1,
+            _ => panic!("{options:?}: {status}"),
+        }
+    }
+    assert_eq!(
+        refused, 0,
+        "{options:?}: a free lock refused {refused} of 40 times"
+    );
+}
+
+/// Checks that the test's path holds the semaphore's two queues, empty, and nothing else.
+async fn only_empty_semaphore_queues(test: &Test) {
+    let client = observer(&test.hosts).await;
+    assert_eq!(test.children().await, ["leases", "locks"]);
+    for queue in ["leases", "locks"] {
+        let queue = format!("{}/{queue}", test.root);
+        assert!(children(&client, &queue).await.is_empty(), "{queue}");
+    }
+}
+
+#[tokio::test]
+async fn timeout_0s_takes_a_free_lock_or_lease_every_time() {
+    takes_a_free_lock_and_lease_every_time("0s").await;
+}
+
+/// Needs the library's `try_lock_for` and `try_acquire_for` to try once however short the
+/// timeout (issue 23, section 3).
+#[tokio::test]
+async fn timeout_1ms_takes_a_free_lock_or_lease_every_time() {
+    takes_a_free_lock_and_lease_every_time("1ms").await;
+}
+
+/// A free lock, then a free semaphore, taken with `--timeout TIMEOUT` every time.
+async fn takes_a_free_lock_and_lease_every_time(timeout: &str) {
+    let test = Test::new("timeout-short").await;
+    takes_a_free_lock_every_time(&test, &["--timeout", timeout]).await;
+    assert!(test.children().await.is_empty());
+    takes_a_free_lock_every_time(&test, &["--semaphore", "2", "--timeout", timeout]).await;
+    only_empty_semaphore_queues(&test).await;
 }
