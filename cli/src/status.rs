@@ -57,11 +57,29 @@ Exit status:
 /// Reports a failure of the library on stderr, in one line with what to check; returns
 /// its status.
 pub fn report(err: &Error) -> u8 {
+    let message = in_cli_terms(&err.to_string());
     match hint(err) {
-        Some(hint) => say!("{err}; {hint}"),
-        None => say!("{err}"),
+        Some(hint) => say!("{message}; {hint}"),
+        None => say!("{message}"),
     }
     of_error(err)
+}
+
+/// The library's words for its settings, and the options that give them.
+const SETTINGS: [(&str, &str); 4] = [
+    ("use the `tls` feature and tls_ca_pem", "use --tls-ca"),
+    ("tls_ca_pem", "--tls-ca"),
+    ("tls_identity_pem", "--tls-cert and --tls-key"),
+    ("SessionBuilder::digest_auth", "--auth-file"),
+];
+
+/// `message` with the library's names of settings replaced by the options that give them.
+fn in_cli_terms(message: &str) -> String {
+    SETTINGS
+        .iter()
+        .fold(message.to_owned(), |message, (library, option)| {
+            message.replace(library, option)
+        })
 }
 
 /// What to check, for the failures that come from the security options.
@@ -69,7 +87,7 @@ fn hint(err: &Error) -> Option<&'static str> {
     match err {
         Error::AuthFailed { .. } => Some("check the user and password of --auth-file"),
         Error::Tls { .. } => Some("check --tls-ca, --tls-cert and --tls-key, and the port"),
-        Error::NoAuth { .. } => {
+        Error::NoAuth { .. } | Error::ZooKeeper(zookeeper_client::Error::NoAuth) => {
             Some("check --auth-file (a wrong digest password shows this way) and the path's ACL")
         }
         _ => None,
@@ -108,5 +126,24 @@ pub fn of_spawn_error(err: &io::Error) -> u8 {
     match err.kind() {
         io::ErrorKind::NotFound => NOT_FOUND,
         _ => CANNOT_RUN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_settings_are_named_as_options() {
+        let plaintext = "closed the connection on a plaintext request: a TLS port \
+                         (use the `tls` feature and tls_ca_pem)";
+        assert_eq!(
+            in_cli_terms(plaintext),
+            "closed the connection on a plaintext request: a TLS port (use --tls-ca)"
+        );
+        assert_eq!(
+            in_cli_terms("tls_identity_pem: no certificate in the PEM"),
+            "--tls-cert and --tls-key: no certificate in the PEM"
+        );
     }
 }

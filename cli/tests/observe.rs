@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, BufReader, Lines};
 use tokio::process::ChildStdout;
 use zk_harness::{await_count, await_empty, bounded, name, observer, PATIENCE};
 use zk_recipes::{LeaderElection, RwLock, Session};
+use zookeeper_client::{Acls, Client, CreateMode};
 
 /// The next line `observe` prints, parsed.
 async fn next(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
@@ -219,4 +220,36 @@ async fn text_output_escapes_an_id_that_would_forge_a_line() {
     signal(&elect, Signal::SIGTERM);
     exit_within(&mut elect, PATIENCE).await;
     await_empty(&client, &test.root).await;
+}
+
+#[tokio::test]
+async fn status_on_a_path_the_acl_hides_says_what_to_check() {
+    let test = Test::new("hidden").await;
+    let owner = Client::connector()
+        .with_auth("digest", b"owner:secret")
+        .connect(&test.hosts)
+        .await
+        .expect("connect as the owner");
+    let creator_only = CreateMode::Persistent.with_acls(Acls::creator_all());
+    owner
+        .create(&test.root, b"", &creator_only)
+        .await
+        .expect("create the path, hidden");
+
+    for command in ["status", "observe"] {
+        let mut look = test.command(&[command, &test.root]);
+        let output = bounded(command, PATIENCE, look.output())
+            .await
+            .expect("run it");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(69), "{command}: {stderr}");
+        assert!(
+            stderr.contains("not authorized") && stderr.contains("check --auth-file"),
+            "{command}: {stderr}"
+        );
+    }
+    owner
+        .delete(&test.root, None)
+        .await
+        .expect("delete the path");
 }
