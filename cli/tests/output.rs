@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use support::{
@@ -18,12 +17,13 @@ const REPORTS: &str = r#"echo "$$ $ZK_LOCK_NODE" > "$0"; exec sleep 30"#;
 
 #[tokio::test]
 async fn a_holder_whose_stderr_cannot_be_written_still_stops_cmd_at_a_loss() {
-    let unwritable: [(&str, fn() -> Stdio); 2] =
-        [("/dev/full", full_device), ("a closed pipe", closed_pipe)];
-    for (what, stderr) in unwritable {
+    for (what, stderr) in [
+        ("/dev/full", full_device()),
+        ("a closed pipe", closed_pipe()),
+    ] {
         let test = Test::new("stderr").await;
         let mut lock = test.command(&["lock", &test.root, "--", "sh", "-c", REPORTS]);
-        let mut lock = start(lock.arg(test.scratch.file("started")).stderr(stderr()));
+        let mut lock = start(lock.arg(test.scratch.file("started")).stderr(stderr));
         let line = await_lines(&test.scratch.file("started"), 1)
             .await
             .remove(0);
