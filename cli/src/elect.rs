@@ -7,7 +7,8 @@
 //! * **CMD ends by itself.** The candidate resigns, so that another may lead, waits
 //!   `--restart-after` and joins again, at the end of the queue.
 //! * **`--once`.** Leads once: exits with CMD's status, or 79 if leadership was lost.
-//! * **Signals.** SIGINT and SIGTERM are passed on to a running CMD; zk-recipes then
+//! * **Signals.** SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed on to a running CMD (as
+//!   [`held`] says); zk-recipes then
 //!   resigns and exits with CMD's status (128+N if CMD was not running).
 //!
 //! The election is a [`LeaderElection`]: candidates lead in order of arrival, shared with

@@ -5,9 +5,10 @@
 //!   variables ([`Held::env`]) in its environment.
 //! * **Loss.** When the holding is lost, CMD's process group gets SIGTERM, then SIGKILL
 //!   after `--kill-after`; the outcome is [`Outcome::Lost`] however CMD then exits.
-//! * **Signals.** SIGINT and SIGTERM sent to zk-recipes are passed on to CMD's group;
-//!   zk-recipes waits for CMD to exit (and stops it as above if the holding is lost
-//!   meanwhile).
+//! * **Signals.** SIGINT sent to zk-recipes is passed on to CMD's group, SIGTERM, SIGHUP
+//!   and SIGQUIT as SIGTERM; zk-recipes waits for CMD to exit (and stops it as above if
+//!   the holding is lost meanwhile).
+//! * **CMD's group** is killed when CMD exits, and if zk-recipes dies ([`child`]).
 //! * **Without CMD** the variables are printed, one `NAME=value` line each, and the holding
 //!   is kept until a signal or its loss.
 //!
@@ -23,7 +24,7 @@ use tracing::{info_span, warn, Instrument};
 use zk_recipes::{Loss, Result};
 
 use crate::args::Run;
-use crate::child::{self, Child};
+use crate::child::{self, Child, SpawnError};
 use crate::say::say;
 use crate::signals::Signals;
 use crate::status;
@@ -51,7 +52,7 @@ pub enum Outcome {
     Lost,
     /// CMD could not be started.
     NotStarted(io::Error),
-    /// CMD could not be waited for.
+    /// CMD could not be waited for, or its watchdog not started.
     Unknown,
 }
 
@@ -119,9 +120,13 @@ pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcom
     }
     let child = match child::spawn(&run.command, &env) {
         Ok(child) => child,
-        Err(err) => {
+        Err(SpawnError::Command(err)) => {
             say!("cannot run {:?}: {err}", run.command[0]);
             return Outcome::NotStarted(err);
+        }
+        Err(SpawnError::Watchdog(err)) => {
+            say!("cannot start the watchdog of CMD (/proc/self/exe): {err}");
+            return Outcome::Unknown;
         }
     };
     supervise(held, child, run, signals)
@@ -166,7 +171,7 @@ async fn supervise<H: Held>(
                 kill_at = None;
             }
             signal = signals.recv() => {
-                child.signal(signal);
+                child.signal(Signals::for_cmd(signal));
                 stopped = true;
             }
         }

@@ -14,7 +14,8 @@
 //! TLS settings come from files, never from the command line ([`security`]). Everything it
 //! made in ZooKeeper is deleted before it exits, and its session closed ([`session`]).
 
-// The one exception, a parent-death signal set between fork and exec, is in `child`.
+// The two exceptions, code run between fork and exec (CMD's parent-death signal, the
+// watchdog's signal mask), are in `child`.
 #![deny(unsafe_code)]
 
 mod args;
@@ -53,6 +54,9 @@ fn main() -> ExitCode {
             });
         }
     };
+    if let Command::Watchdog = cli.command {
+        return child::watch();
+    }
     init_log(cli.verbose);
     // One thread: CMD is started from it, and its parent-death signal follows the thread
     // that started it (see `child`).
@@ -74,7 +78,7 @@ async fn run(command: &Command) -> u8 {
     let mut signals = match Signals::catch() {
         Ok(signals) => signals,
         Err(err) => {
-            say!("cannot catch SIGINT and SIGTERM: {err}");
+            say!("cannot catch SIGINT, SIGTERM, SIGHUP and SIGQUIT: {err}");
             return status::OS_ERROR;
         }
     };
@@ -92,6 +96,7 @@ async fn run(command: &Command) -> u8 {
             )
             .await
         }
+        Command::Watchdog => status::USAGE,
     }
 }
 

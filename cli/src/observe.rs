@@ -3,8 +3,8 @@
 //! how each is told and printed).
 //!
 //! * `status` looks once and exits (0, or 69 if ZooKeeper cannot be read).
-//! * `observe` prints a line now and another whenever the contenders change, until SIGINT
-//!   or SIGTERM (then exits 0). It sets a child watch on PATH (or, while PATH does not
+//! * `observe` prints a line now and another whenever the contenders change, until SIGINT,
+//!   SIGTERM, SIGHUP or SIGQUIT, or until its stdout is closed (then exits 0). It sets a child watch on PATH (or, while PATH does not
 //!   exist, a watch for its creation) before each look, and on a semaphore's
 //!   `PATH/leases` and `PATH/locks` too, so no change between two looks is missed; a look
 //!   that shows what the last line showed prints nothing. While the connection is down it

@@ -8,13 +8,13 @@
 //! | status | meaning |
 //! |---|---|
 //! | CMD's | CMD ran to its end (128+N if it died of signal N), also after a forwarded signal |
-//! | 64 (`EX_USAGE`) | bad arguments: unknown option, malformed path or duration, empty id, an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
+//! | 64 (`EX_USAGE`) | bad arguments (checked before connecting where they can be): unknown option, malformed path, `--hosts` or duration, a duration over 24h, empty id, an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
 //! | 69 (`EX_UNAVAILABLE`) | ZooKeeper cannot be used: no server reachable, credentials refused, TLS refused, the ACL denies it, the session ended |
-//! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD |
+//! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD, starting CMD's watchdog |
 //! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |
 //! | 79 | the lock or leadership was lost while CMD ran; CMD was killed |
 //! | 126, 127 | CMD could not be run, or was not found (as in shells) |
-//! | 128+N | stopped by signal N while waiting; CMD did not run |
+//! | 128+N | stopped by signal N (SIGINT, SIGTERM, SIGHUP, SIGQUIT) while waiting; CMD did not run |
 //!
 //! 79 is the first status past the `sysexits.h` range, which has no status for "lost".
 
@@ -48,7 +48,8 @@ Exit status:
   64             bad arguments (also an unusable auth file or PEM, another --semaphore N)
   69             ZooKeeper cannot be used (no server reachable, credentials or TLS refused,
                  ACL denies, session ended)
-  71             the operating system refused (signal handlers, waiting for CMD)
+  71             the operating system refused (signal handlers, waiting for CMD or
+                 starting its watchdog)
   75             not acquired within --timeout; CMD did not run
   79             the lock or leadership was lost while CMD ran; CMD was killed
   126, 127       CMD could not be run, or was not found
