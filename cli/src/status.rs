@@ -45,7 +45,8 @@ pub const NOT_FOUND: u8 = 127;
 pub const HELP: &str = "\
 Exit status:
   CMD's status   CMD ran to its end (128+N if it died of signal N)
-  64             bad arguments (also an unusable auth file or PEM, another --semaphore N)
+  64             bad arguments (also a duration over 24h, an unusable auth file or PEM,
+                 another --semaphore N)
   69             ZooKeeper cannot be used (no server reachable, credentials or TLS refused,
                  ACL denies, session ended)
   71             the operating system refused (signal handlers, waiting for CMD or
