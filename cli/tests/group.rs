@@ -4,11 +4,12 @@
 
 mod support;
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use support::{await_dead, await_lines, exit_within, lock_running, signal, start, Test};
+use support::{await_dead, await_lines, exit_within, lines, lock_running, signal, start, Test};
 use tokio::process::Child;
 use zk_harness::{await_count, await_empty, name, observer, PATIENCE};
 
@@ -110,4 +111,22 @@ async fn what_cmd_leaves_behind_in_its_group_is_killed_when_it_ends() {
     assert_eq!(status.code(), Some(0));
     await_dead(grandchild.0, DYING).await;
     assert!(test.children().await.is_empty());
+}
+
+#[tokio::test]
+async fn cmd_inherits_no_descriptor_of_zk_recipes_own() {
+    // The watchdog's pipe above all: a CMD holding its write end would keep the watchdog
+    // from noticing zk-recipes' death. What the test's own environment passes on to every
+    // child (a shell started directly shows it) is not zk-recipes' to close.
+    let test = Test::new("descriptors").await;
+    let list = r#"ls /proc/$$/fd > "$0""#;
+    let (direct, under_lock) = (test.scratch.file("direct"), test.scratch.file("locked"));
+    let mut sh = tokio::process::Command::new("sh");
+    sh.args(["-c", list]).arg(&direct).stdin(Stdio::null());
+    assert!(exit_within(&mut start(&mut sh), PATIENCE).await.success());
+    let mut lock = test.command(&["lock", &test.root, "--", "sh", "-c", list]);
+    let status = exit_within(&mut start(lock.arg(&under_lock)), PATIENCE).await;
+
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(lines(&under_lock), lines(&direct));
 }
