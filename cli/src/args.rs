@@ -131,10 +131,10 @@ pub struct Connection {
     pub hosts: String,
     /// The session timeout to ask the servers for: how long after zk-recipes is cut off or
     /// killed its lock or leadership can pass to another.
-    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
+    #[arg(long, value_name = "D", value_parser = duration::positive, default_value = "10s")]
     pub session_timeout: Duration,
     /// How long to try to reach a server before giving up (exit 69).
-    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
+    #[arg(long, value_name = "D", value_parser = duration::positive, default_value = "10s")]
     pub connect_timeout: Duration,
     #[command(flatten)]
     pub security: Security,

@@ -40,6 +40,18 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// As [`parse`], refusing 0 too: for the session and connect timeouts (the client takes a
+/// session timeout of 0 for its default).
+///
+/// # Errors
+/// As [`parse`], or a message saying that it must be more than 0.
+pub fn positive(text: &str) -> Result<Duration, String> {
+    match parse(text)? {
+        Duration::ZERO => Err(format!("{text:?} is too short: more than 0s")),
+        duration => Ok(duration),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +85,14 @@ mod tests {
             }
         }
         assert!(parse(&format!("{}h", "9".repeat(400))).is_err());
+    }
+
+    #[test]
+    fn positive_refuses_zero() {
+        assert_eq!(positive("1ms"), Ok(Duration::from_millis(1)));
+        for zero in ["0s", "0ms", "0.0h"] {
+            assert!(positive(zero).is_err_and(|message| message.contains("more than 0s")));
+        }
     }
 
     #[test]
