@@ -8,7 +8,8 @@
 //! * **Signals.** SIGINT sent to zk-recipes is passed on to CMD's group, SIGTERM, SIGHUP
 //!   and SIGQUIT as SIGTERM; zk-recipes waits for CMD to exit (and stops it as above if
 //!   the holding is lost meanwhile).
-//! * **CMD's group** is killed when CMD exits, and if zk-recipes dies ([`child`]).
+//! * **CMD's group.** What CMD leaves running in its group gets SIGKILL when CMD exits;
+//!   the whole group gets it if zk-recipes dies ([`child`]).
 //! * **Without CMD** the variables are printed, one `NAME=value` line each, and the holding
 //!   is kept until a signal or its loss.
 //!
@@ -159,9 +160,7 @@ async fn supervise<H: Held>(
             }
             loss = held.lost(), if !lost => {
                 report_loss::<H>(loss);
-                say!("stopping CMD: SIGTERM, SIGKILL after {:?}",
-                    run.kill_after
-                );
+                say!("stopping CMD: SIGTERM, SIGKILL after {:?}", run.kill_after);
                 child.signal(Signal::SIGTERM);
                 lost = true;
                 kill_at = Some(Instant::now() + run.kill_after);
