@@ -4,8 +4,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::NonEmptyStringValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::check;
 use crate::duration;
 use crate::status;
 
@@ -29,10 +31,13 @@ pub enum Command {
     /// grows with every holder of the lock: hand it to what CMD writes to, so that it can
     /// refuse a stale holder). If the lock is lost while CMD runs (session expired,
     /// connection suspended, node deleted), CMD's process group gets SIGTERM, then SIGKILL
-    /// after --kill-after, and zk-recipes exits with 79. SIGINT and SIGTERM are passed on
-    /// to CMD; the lock is released once CMD has exited. Without CMD: prints the node and
-    /// the token, and holds the lock until SIGINT or SIGTERM. With --semaphore N, up to N
-    /// processes hold PATH at once, each with a lease: ZK_LOCK_NODE is the lease's node.
+    /// after --kill-after, and zk-recipes exits with 79. SIGINT is passed on to CMD's
+    /// group, SIGTERM, SIGHUP and SIGQUIT as SIGTERM; the lock is released once CMD has
+    /// exited. When CMD exits, what it left running in its group gets SIGKILL; if
+    /// zk-recipes is killed, a watchdog kills CMD's whole group (not what left it with
+    /// setsid). Without CMD: prints the node and the token, and holds the lock until a
+    /// signal. With --semaphore N, up to N processes hold PATH at once, each with a lease:
+    /// ZK_LOCK_NODE is the lease's node.
     #[command(after_help = help(LOCK_EXAMPLES))]
     Lock(Lock),
     /// Join an election and run CMD only while leading, again each time it leads.
@@ -41,30 +46,35 @@ pub enum Command {
     /// with every leader: a fencing token). If leadership is lost while CMD runs, CMD is
     /// killed as by `lock`. When CMD exits while leading, zk-recipes resigns (another
     /// candidate may lead), waits --restart-after and joins again; with --once it exits with
-    /// CMD's status instead (79 if leadership was lost). SIGINT and SIGTERM are passed on to
-    /// CMD; zk-recipes resigns once CMD has exited, and exits with CMD's status. Without
-    /// CMD: prints the node and the term whenever it leads.
+    /// CMD's status instead (79 if leadership was lost). Signals are passed on as by `lock`;
+    /// zk-recipes resigns once CMD has exited, and exits with CMD's status. Without CMD:
+    /// prints the node and the term whenever it leads.
     #[command(after_help = help(ELECT_EXAMPLES))]
     Elect(Elect),
     /// Print who holds and waits for a lock, a read/write lock or a semaphore, or leads and
     /// follows in an election, now and on every change.
     ///
-    /// One line per change; with --json, one JSON object per line. Runs until SIGINT or
-    /// SIGTERM.
+    /// One line per change; with --json, one JSON object per line. Runs until SIGINT,
+    /// SIGTERM, SIGHUP or SIGQUIT (exit 0), or until its output is closed (exit 0).
     #[command(after_help = help(OBSERVE_EXAMPLES))]
     Observe(Observe),
     /// Print who holds and waits for a lock, a read/write lock or a semaphore, or leads and
     /// follows in an election, once.
     #[command(after_help = help(STATUS_EXAMPLES))]
     Status(Observe),
+    /// zk-recipes' own: the watchdog of CMD's process group (see `child`).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
 }
 
 /// `zk-recipes lock`.
 #[derive(Debug, Args)]
 pub struct Lock {
     /// The lock's path, e.g. /locks/nightly-backup.
+    #[arg(value_parser = check::path)]
     pub path: String,
-    /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting.
+    /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting; 0s
+    /// tries once without waiting.
     #[arg(long, value_name = "D", value_parser = duration::parse)]
     pub timeout: Option<Duration>,
     /// Let up to N holders run at once: a semaphore on PATH instead of a lock. Every holder
@@ -82,9 +92,10 @@ pub struct Lock {
 #[derive(Debug, Args)]
 pub struct Elect {
     /// The election's path, e.g. /election/indexer.
+    #[arg(value_parser = check::path)]
     pub path: String,
     /// This candidate's id, shown to observers (e.g. the host name).
-    #[arg(long)]
+    #[arg(long, value_parser = NonEmptyStringValueParser::new())]
     pub id: String,
     /// Run CMD once, as leader, and exit with its status.
     #[arg(long)]
@@ -103,6 +114,7 @@ pub struct Elect {
 #[derive(Debug, Args)]
 pub struct Observe {
     /// The path of the lock, read/write lock, semaphore or election.
+    #[arg(value_parser = check::path)]
     pub path: String,
     /// One JSON object per line.
     #[arg(long)]
@@ -115,14 +127,14 @@ pub struct Observe {
 #[derive(Debug, Args)]
 pub struct Connection {
     /// ZooKeeper servers: `host:port[,host:port...][/chroot]`.
-    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181")]
+    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181", value_parser = check::hosts)]
     pub hosts: String,
     /// The session timeout to ask the servers for: how long after zk-recipes is cut off or
     /// killed its lock or leadership can pass to another.
-    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
+    #[arg(long, value_name = "D", value_parser = duration::positive, default_value = "10s")]
     pub session_timeout: Duration,
     /// How long to try to reach a server before giving up (exit 69).
-    #[arg(long, value_name = "D", value_parser = duration::parse, default_value = "10s")]
+    #[arg(long, value_name = "D", value_parser = duration::positive, default_value = "10s")]
     pub connect_timeout: Duration,
     #[command(flatten)]
     pub security: Security,

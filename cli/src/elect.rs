@@ -7,7 +7,8 @@
 //! * **CMD ends by itself.** The candidate resigns, so that another may lead, waits
 //!   `--restart-after` and joins again, at the end of the queue.
 //! * **`--once`.** Leads once: exits with CMD's status, or 79 if leadership was lost.
-//! * **Signals.** SIGINT and SIGTERM are passed on to a running CMD; zk-recipes then
+//! * **Signals.** SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed on to a running CMD (as
+//!   [`held`] says); zk-recipes then
 //!   resigns and exits with CMD's status (128+N if CMD was not running).
 //!
 //! The election is a [`LeaderElection`]: candidates lead in order of arrival, shared with
@@ -20,6 +21,7 @@ use zk_recipes::{Candidate, Error, LeaderElection, Leadership, Loss, Session};
 
 use crate::args::{Connection, Elect, Run};
 use crate::held::{self, Held, Outcome};
+use crate::say::say;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -90,13 +92,11 @@ async fn lead(candidate: &Candidate, args: &Elect, signals: &mut Signals) -> Con
             .await;
         match outcome {
             Outcome::Lost if !args.once => {
-                eprintln!("zk-recipes: waiting to lead again");
+                say!("waiting to lead again");
             }
             Outcome::Finished(exit) if !args.once => {
                 let after = args.restart_after;
-                eprintln!(
-                    "zk-recipes: CMD ended ({exit}); resigning, joining again after {after:?}"
-                );
+                say!("CMD ended ({exit}); resigning, joining again after {after:?}");
                 return ControlFlow::Continue(());
             }
             outcome => return ControlFlow::Break(outcome.status()),

@@ -5,9 +5,11 @@
 //!   variables ([`Held::env`]) in its environment.
 //! * **Loss.** When the holding is lost, CMD's process group gets SIGTERM, then SIGKILL
 //!   after `--kill-after`; the outcome is [`Outcome::Lost`] however CMD then exits.
-//! * **Signals.** SIGINT and SIGTERM sent to zk-recipes are passed on to CMD's group;
-//!   zk-recipes waits for CMD to exit (and stops it as above if the holding is lost
-//!   meanwhile).
+//! * **Signals.** SIGINT sent to zk-recipes is passed on to CMD's group, SIGTERM, SIGHUP
+//!   and SIGQUIT as SIGTERM; zk-recipes waits for CMD to exit (and stops it as above if
+//!   the holding is lost meanwhile).
+//! * **CMD's group.** What CMD leaves running in its group gets SIGKILL when CMD exits;
+//!   the whole group gets it if zk-recipes dies ([`child`]).
 //! * **Without CMD** the variables are printed, one `NAME=value` line each, and the holding
 //!   is kept until a signal or its loss.
 //!
@@ -23,7 +25,8 @@ use tracing::{info_span, warn, Instrument};
 use zk_recipes::{Loss, Result};
 
 use crate::args::Run;
-use crate::child::{self, Child};
+use crate::child::{self, Child, SpawnError};
+use crate::say::say;
 use crate::signals::Signals;
 use crate::status;
 
@@ -50,7 +53,7 @@ pub enum Outcome {
     Lost,
     /// CMD could not be started.
     NotStarted(io::Error),
-    /// CMD could not be waited for.
+    /// CMD could not be waited for, or its watchdog not started.
     Unknown,
 }
 
@@ -84,7 +87,7 @@ where
         Err(signal) => return status::of_signal(signal),
         Ok(Err(err)) => return status::report(&err),
         Ok(Ok(None)) => {
-            eprintln!("zk-recipes: {} not acquired within --timeout", H::WHAT);
+            say!("{} not acquired within --timeout", H::WHAT);
             return status::TIMED_OUT;
         }
         Ok(Ok(Some(held))) => held,
@@ -118,9 +121,13 @@ pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcom
     }
     let child = match child::spawn(&run.command, &env) {
         Ok(child) => child,
-        Err(err) => {
-            eprintln!("zk-recipes: cannot run {:?}: {err}", run.command[0]);
+        Err(SpawnError::Command(err)) => {
+            say!("cannot run {:?}: {err}", run.command[0]);
             return Outcome::NotStarted(err);
+        }
+        Err(SpawnError::Watchdog(err)) => {
+            say!("cannot start the watchdog of CMD (/proc/self/exe): {err}");
+            return Outcome::Unknown;
         }
     };
     supervise(held, child, run, signals)
@@ -143,7 +150,7 @@ async fn supervise<H: Held>(
             exit = child.wait() => {
                 return match (exit, lost, stopped) {
                     (Err(err), _, _) => {
-                        eprintln!("zk-recipes: cannot wait for CMD: {err}");
+                        say!("cannot wait for CMD: {err}");
                         Outcome::Unknown
                     }
                     (Ok(_), true, _) => Outcome::Lost,
@@ -153,10 +160,7 @@ async fn supervise<H: Held>(
             }
             loss = held.lost(), if !lost => {
                 report_loss::<H>(loss);
-                eprintln!(
-                    "zk-recipes: stopping CMD: SIGTERM, SIGKILL after {:?}",
-                    run.kill_after
-                );
+                say!("stopping CMD: SIGTERM, SIGKILL after {:?}", run.kill_after);
                 child.signal(Signal::SIGTERM);
                 lost = true;
                 kill_at = Some(Instant::now() + run.kill_after);
@@ -166,7 +170,7 @@ async fn supervise<H: Held>(
                 kill_at = None;
             }
             signal = signals.recv() => {
-                child.signal(signal);
+                child.signal(Signals::for_cmd(signal));
                 stopped = true;
             }
         }
@@ -191,7 +195,7 @@ async fn at(deadline: Option<Instant>) {
 }
 
 fn report_loss<H: Held>(loss: Loss) {
-    eprintln!("zk-recipes: {} lost: {loss:?}", H::WHAT);
+    say!("{} lost: {loss:?}", H::WHAT);
 }
 
 /// Prints `NAME=value` lines on stdout (a closed stdout is no reason to let go).

@@ -7,10 +7,9 @@
 //! `--semaphore N` it is a [`Semaphore`] of N leases instead (Curator's
 //! `InterProcessSemaphoreV2`); a lease is held, lost and released as the lock is.
 
-use std::future::Future;
 use std::time::Duration;
 
-use zk_recipes::{Lease, Loss, Mutex, MutexGuard, Result, Semaphore, Session};
+use zk_recipes::{Lease, Loss, Mutex, MutexGuard, Semaphore, Session};
 
 use crate::args::{Connection, Lock, Run};
 use crate::held::{self, Held};
@@ -73,7 +72,13 @@ async fn exclusive(args: &Lock, session: &Session, signals: &mut Signals) -> u8 
         Ok(mutex) => mutex,
         Err(err) => return status::report(&err),
     };
-    let acquiring = within(args.timeout, mutex.lock(), |t| mutex.try_lock_for(t));
+    let acquiring = async {
+        match Wait::of(args.timeout) {
+            Wait::Forever => mutex.lock().await.map(Some),
+            Wait::Never => mutex.try_lock().await,
+            Wait::AtMost(timeout) => mutex.try_lock_for(timeout).await,
+        }
+    };
     held::acquire_and_run(acquiring, MutexGuard::release, &args.run, signals).await
 }
 
@@ -83,24 +88,33 @@ async fn shared(args: &Lock, session: &Session, max: u32, signals: &mut Signals)
         Ok(semaphore) => semaphore,
         Err(err) => return status::report(&err),
     };
-    let acquiring = within(args.timeout, semaphore.acquire(), |t| {
-        semaphore.try_acquire_for(t)
-    });
+    let acquiring = async {
+        match Wait::of(args.timeout) {
+            Wait::Forever => semaphore.acquire().await.map(Some),
+            Wait::Never => semaphore.try_acquire().await,
+            Wait::AtMost(timeout) => semaphore.try_acquire_for(timeout).await,
+        }
+    };
     held::acquire_and_run(acquiring, Lease::release, &args.run, signals).await
 }
 
-/// Acquires with `forever`, or with `bounded` if there is a `--timeout`.
-async fn within<T, B, F>(
-    timeout: Option<Duration>,
-    forever: impl Future<Output = Result<T>>,
-    bounded: B,
-) -> Result<Option<T>>
-where
-    B: FnOnce(Duration) -> F,
-    F: Future<Output = Result<Option<T>>>,
-{
-    match timeout {
-        Some(timeout) => bounded(timeout).await,
-        None => forever.await.map(Some),
+/// How long `--timeout` lets an acquisition wait.
+enum Wait {
+    /// No `--timeout`: as long as it takes.
+    Forever,
+    /// `--timeout 0s`: one try that does not wait, as `flock -w 0` (the library's `try_`
+    /// methods).
+    Never,
+    /// At most this long.
+    AtMost(Duration),
+}
+
+impl Wait {
+    fn of(timeout: Option<Duration>) -> Wait {
+        match timeout {
+            None => Wait::Forever,
+            Some(Duration::ZERO) => Wait::Never,
+            Some(timeout) => Wait::AtMost(timeout),
+        }
     }
 }

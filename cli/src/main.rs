@@ -14,16 +14,19 @@
 //! TLS settings come from files, never from the command line ([`security`]). Everything it
 //! made in ZooKeeper is deleted before it exits, and its session closed ([`session`]).
 
-// The one exception, a parent-death signal set between fork and exec, is in `child`.
+// The two exceptions, code run between fork and exec (CMD's parent-death signal, the
+// watchdog's signal mask), are in `child`.
 #![deny(unsafe_code)]
 
 mod args;
+mod check;
 mod child;
 mod duration;
 mod elect;
 mod held;
 mod lock;
 mod observe;
+mod say;
 mod security;
 mod session;
 mod signals;
@@ -37,6 +40,7 @@ use tracing::level_filters::LevelFilter;
 
 use args::{Cli, Command};
 use observe::Look;
+use say::say;
 use signals::Signals;
 
 fn main() -> ExitCode {
@@ -50,6 +54,9 @@ fn main() -> ExitCode {
             });
         }
     };
+    if let Command::Watchdog = cli.command {
+        return child::watch();
+    }
     init_log(cli.verbose);
     // One thread: CMD is started from it, and its parent-death signal follows the thread
     // that started it (see `child`).
@@ -59,7 +66,7 @@ fn main() -> ExitCode {
     let status = match runtime {
         Ok(runtime) => runtime.block_on(run(&cli.command)),
         Err(err) => {
-            eprintln!("zk-recipes: cannot start the runtime: {err}");
+            say!("cannot start the runtime: {err}");
             status::OS_ERROR
         }
     };
@@ -71,7 +78,7 @@ async fn run(command: &Command) -> u8 {
     let mut signals = match Signals::catch() {
         Ok(signals) => signals,
         Err(err) => {
-            eprintln!("zk-recipes: cannot catch SIGINT and SIGTERM: {err}");
+            say!("cannot catch SIGINT, SIGTERM, SIGHUP and SIGQUIT: {err}");
             return status::OS_ERROR;
         }
     };
@@ -89,10 +96,11 @@ async fn run(command: &Command) -> u8 {
             )
             .await
         }
+        Command::Watchdog => status::USAGE,
     }
 }
 
-/// Log on stderr: warnings, or more with `-v`.
+/// Log on stderr, best-effort (see [`say`]): warnings, or more with `-v`.
 fn init_log(verbose: u8) {
     let level = match verbose {
         0 => LevelFilter::WARN,
@@ -101,7 +109,7 @@ fn init_log(verbose: u8) {
         _ => LevelFilter::TRACE,
     };
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| say::LogWriter)
         .with_max_level(level)
         .init();
 }

@@ -3,8 +3,8 @@
 //! how each is told and printed).
 //!
 //! * `status` looks once and exits (0, or 69 if ZooKeeper cannot be read).
-//! * `observe` prints a line now and another whenever the contenders change, until SIGINT
-//!   or SIGTERM (then exits 0). It sets a child watch on PATH (or, while PATH does not
+//! * `observe` prints a line now and another whenever the contenders change, until SIGINT,
+//!   SIGTERM, SIGHUP or SIGQUIT, or until its stdout is closed (then exits 0). It sets a child watch on PATH (or, while PATH does not
 //!   exist, a watch for its creation) before each look, and on a semaphore's
 //!   `PATH/leases` and `PATH/locks` too, so no change between two looks is missed; a look
 //!   that shows what the last line showed prints nothing. While the connection is down it
@@ -66,7 +66,7 @@ impl Queues {
                 .strip_prefix(MAX_RECORD)
                 .and_then(|max| max.parse().ok()),
             Err(zookeeper_client::Error::NoNode) => None,
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(refused(self.leases.path(), err)),
         };
         Ok(Seen::Semaphore {
             max,
@@ -180,7 +180,16 @@ async fn list(session: &Session, path: &str) -> Result<Vec<String>> {
     match client.list_children(path).await {
         Ok(children) => Ok(children),
         Err(zookeeper_client::Error::NoNode) => Ok(Vec::new()),
-        Err(err) => Err(err.into()),
+        Err(err) => Err(refused(path, err)),
+    }
+}
+
+/// The library's error for a read of `path` that failed with `err`: [`Error::NoAuth`] if
+/// the path's ACL refused it (with its hint, see `status::report`).
+fn refused(path: &str, err: zookeeper_client::Error) -> Error {
+    match err {
+        zookeeper_client::Error::NoAuth => Error::NoAuth { path: path.into() },
+        err => err.into(),
     }
 }
 
@@ -194,13 +203,13 @@ async fn watch_path(session: &Session, path: &str) -> Result<(OneshotWatcher, Ve
             match client.list_and_watch_children(path).await {
                 Ok((children, watcher)) => return Ok((watcher, children)),
                 Err(zookeeper_client::Error::NoNode) => {}
-                Err(err) => return Err(err.into()),
+                Err(err) => return Err(refused(path, err)),
             }
             match client.check_and_watch_stat(path).await {
                 Ok((None, watcher)) => return Ok((watcher, Vec::new())),
                 // Created meanwhile: watch its children instead.
                 Ok((Some(_), _)) => continue,
-                Err(err) => return Err(err.into()),
+                Err(err) => return Err(refused(path, err)),
             }
         }
     }

@@ -18,6 +18,7 @@ use std::path::Path;
 use zk_recipes::{NodeAcl, SessionBuilder};
 
 use crate::args::{NodeAclOption, Security};
+use crate::say::say;
 
 /// Permission bits that let the group or everyone read a file.
 const READABLE_BY_OTHERS: u32 = 0o044;
@@ -82,8 +83,8 @@ fn read_secret(option: &str, path: &Path) -> Result<String, String> {
     if let Ok(metadata) = fs::metadata(path) {
         let mode = metadata.permissions().mode();
         if mode & READABLE_BY_OTHERS != 0 {
-            eprintln!(
-                "zk-recipes: warning: {option} {} may be read by others (mode {:o}); \
+            say!(
+                "warning: {option} {} may be read by others (mode {:o}); \
                  chmod go-rwx it",
                 path.display(),
                 mode & 0o777

@@ -10,6 +10,7 @@ use tracing::{debug, info_span, Instrument};
 use zk_recipes::{NodeAcl, Session, SessionBuilder};
 
 use crate::args::{Connection, Run};
+use crate::say::say;
 use crate::security;
 use crate::signals::Signals;
 use crate::status;
@@ -68,7 +69,7 @@ pub async fn run(command: &impl OnSession, signals: &mut Signals) -> u8 {
     let builder = match builder {
         Ok(builder) => builder,
         Err(message) => {
-            eprintln!("zk-recipes: {message}");
+            say!("{message}");
             return status::USAGE;
         }
     };

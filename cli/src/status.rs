@@ -8,13 +8,13 @@
 //! | status | meaning |
 //! |---|---|
 //! | CMD's | CMD ran to its end (128+N if it died of signal N), also after a forwarded signal |
-//! | 64 (`EX_USAGE`) | bad arguments: unknown option, malformed path or duration, empty id, an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
+//! | 64 (`EX_USAGE`) | bad arguments (checked before connecting where they can be): unknown option, malformed path, `--hosts` or duration, a duration over 24h, empty id, an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
 //! | 69 (`EX_UNAVAILABLE`) | ZooKeeper cannot be used: no server reachable, credentials refused, TLS refused, the ACL denies it, the session ended |
-//! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD |
+//! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD, starting CMD's watchdog |
 //! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |
 //! | 79 | the lock or leadership was lost while CMD ran; CMD was killed |
 //! | 126, 127 | CMD could not be run, or was not found (as in shells) |
-//! | 128+N | stopped by signal N while waiting; CMD did not run |
+//! | 128+N | stopped by signal N (SIGINT, SIGTERM, SIGHUP, SIGQUIT) while waiting; CMD did not run |
 //!
 //! 79 is the first status past the `sysexits.h` range, which has no status for "lost".
 
@@ -23,6 +23,8 @@ use std::process::ExitStatus;
 
 use nix::sys::signal::Signal;
 use zk_recipes::Error;
+
+use crate::say::say;
 
 /// Bad arguments (`EX_USAGE`).
 pub const USAGE: u8 = 64;
@@ -43,10 +45,12 @@ pub const NOT_FOUND: u8 = 127;
 pub const HELP: &str = "\
 Exit status:
   CMD's status   CMD ran to its end (128+N if it died of signal N)
-  64             bad arguments (also an unusable auth file or PEM, another --semaphore N)
+  64             bad arguments (also a duration over 24h, an unusable auth file or PEM,
+                 another --semaphore N)
   69             ZooKeeper cannot be used (no server reachable, credentials or TLS refused,
                  ACL denies, session ended)
-  71             the operating system refused (signal handlers, waiting for CMD)
+  71             the operating system refused (signal handlers, waiting for CMD or
+                 starting its watchdog)
   75             not acquired within --timeout; CMD did not run
   79             the lock or leadership was lost while CMD ran; CMD was killed
   126, 127       CMD could not be run, or was not found
@@ -55,11 +59,29 @@ Exit status:
 /// Reports a failure of the library on stderr, in one line with what to check; returns
 /// its status.
 pub fn report(err: &Error) -> u8 {
+    let message = in_cli_terms(&err.to_string());
     match hint(err) {
-        Some(hint) => eprintln!("zk-recipes: {err}; {hint}"),
-        None => eprintln!("zk-recipes: {err}"),
+        Some(hint) => say!("{message}; {hint}"),
+        None => say!("{message}"),
     }
     of_error(err)
+}
+
+/// The library's words for its settings, and the options that give them.
+const SETTINGS: [(&str, &str); 4] = [
+    ("use the `tls` feature and tls_ca_pem", "use --tls-ca"),
+    ("tls_ca_pem", "--tls-ca"),
+    ("tls_identity_pem", "--tls-cert and --tls-key"),
+    ("SessionBuilder::digest_auth", "--auth-file"),
+];
+
+/// `message` with the library's names of settings replaced by the options that give them.
+fn in_cli_terms(message: &str) -> String {
+    SETTINGS
+        .iter()
+        .fold(message.to_owned(), |message, (library, option)| {
+            message.replace(library, option)
+        })
 }
 
 /// What to check, for the failures that come from the security options.
@@ -67,7 +89,7 @@ fn hint(err: &Error) -> Option<&'static str> {
     match err {
         Error::AuthFailed { .. } => Some("check the user and password of --auth-file"),
         Error::Tls { .. } => Some("check --tls-ca, --tls-cert and --tls-key, and the port"),
-        Error::NoAuth { .. } => {
+        Error::NoAuth { .. } | Error::ZooKeeper(zookeeper_client::Error::NoAuth) => {
             Some("check --auth-file (a wrong digest password shows this way) and the path's ACL")
         }
         _ => None,
@@ -106,5 +128,24 @@ pub fn of_spawn_error(err: &io::Error) -> u8 {
     match err.kind() {
         io::ErrorKind::NotFound => NOT_FOUND,
         _ => CANNOT_RUN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_settings_are_named_as_options() {
+        let plaintext = "closed the connection on a plaintext request: a TLS port \
+                         (use the `tls` feature and tls_ca_pem)";
+        assert_eq!(
+            in_cli_terms(plaintext),
+            "closed the connection on a plaintext request: a TLS port (use --tls-ca)"
+        );
+        assert_eq!(
+            in_cli_terms("tls_identity_pem: no certificate in the PEM"),
+            "--tls-cert and --tls-key: no certificate in the PEM"
+        );
     }
 }

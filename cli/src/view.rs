@@ -17,13 +17,18 @@
 //!   `PATH: read by NAME, NAME; waiting: writer NAME, reader NAME`, `PATH: written by
 //!   NAME; nobody waiting`, `PATH: 2 of 3 leases: NAME, NAME; waiting: NAME`, or `PATH:
 //!   empty`. A contender is named by its id (its node's data) or, without one (a
-//!   `zk-recipes lock`), by its node's name.
+//!   `zk-recipes lock`), by its node's name. A name or path that holds anything but
+//!   printable characters, or `,`, `;`, `"` or `\`, is shown quoted with Rust's escapes
+//!   (`"a\n/x: leader b"`): node data is anyone's to write, and must not forge a line or
+//!   a list.
 //! * `--json`: `{"path", "kind": "election", "leader", "participants"}` (participants
 //!   include the leader), `{"path", "kind": "lock", "holder", "waiters"}`, `{"path", "kind":
 //!   "rwlock", "holders", "waiters"}`, `{"path", "kind": "semaphore", "max", "leases",
 //!   "waiting"}` (`max`: `null` if none is recorded), or `{"path", "kind": "empty"}`; each
 //!   contender is `{"id", "node"}` (`node`: full path), with `"mode": "read"|"write"` in a
 //!   read/write lock.
+
+use std::borrow::Cow;
 
 use serde_json::{json, Value};
 use zk_recipes::Participant;
@@ -175,7 +180,7 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
     else {
         return match json {
             true => json!({"path": path, "kind": "empty"}).to_string(),
-            false => format!("{path}: empty"),
+            false => format!("{}: empty", shown(path)),
         };
     };
     let (holders, rest) = contenders.split_at(held);
@@ -205,9 +210,9 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
         let names: Vec<String> = list
             .iter()
             .map(|p| match modes {
-                true if writes(p) => format!("writer {}", name(p)),
-                true => format!("reader {}", name(p)),
-                false => name(p).to_owned(),
+                true if writes(p) => format!("writer {}", shown(name(p))),
+                true => format!("reader {}", shown(name(p))),
+                false => shown(name(p)).into_owned(),
             })
             .collect();
         names.join(", ")
@@ -230,7 +235,17 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
         true => kind.no_rest.to_owned(),
         false => format!("{}: {}", kind.rest, names(rest, kind.modes)),
     };
-    format!("{path}: {head}; {rest}")
+    format!("{}: {head}; {rest}", shown(path))
+}
+
+/// `text` as printed in a line: as it is if it can neither forge a line nor a list, else
+/// quoted, with escapes.
+fn shown(text: &str) -> Cow<'_, str> {
+    let plain = |c: char| c.escape_debug().len() == 1 && !matches!(c, ',' | ';' | '"' | '\\');
+    match !text.is_empty() && text.chars().all(plain) {
+        true => Cow::Borrowed(text),
+        false => Cow::Owned(format!("{text:?}")),
+    }
 }
 
 /// The id, or the node's name if the id is empty.
@@ -315,6 +330,21 @@ mod tests {
         assert_eq!(parsed["kind"], "lock");
         assert_eq!(parsed["holder"]["node"], "/l/_c_1-lock-0000000001");
         assert_eq!(parsed["waiters"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn text_that_could_forge_a_line_or_a_list_is_quoted() {
+        let forged = participant("a\n/t/x: leader forged", "/t/_c_1-latch-0000000001");
+        let listed = participant("b, c; d", "/t/_c_2-latch-0000000002");
+        let plain = participant("host-1.example émoji ✓", "/t/_c_3-latch-0000000003");
+        let hidden = participant("x\u{202e}y", "/t/_c_4-latch-0000000004");
+        let seen = Seen::Queue(vec![forged, listed, plain, hidden]);
+        assert_eq!(
+            line("/t", &seen, false),
+            r#"/t: leader "a\n/t/x: leader forged"; followers: "b, c; d", host-1.example émoji ✓, "x\u{202e}y""#
+        );
+        let parsed: Value = serde_json::from_str(&line("/t", &seen, true)).unwrap();
+        assert_eq!(parsed["leader"]["id"], "a\n/t/x: leader forged");
     }
 
     #[test]

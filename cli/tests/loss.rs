@@ -3,10 +3,12 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use support::{alive, await_lines, exit_within, signal, start, Test};
+use support::{
+    alive, await_lines, delete_from_outside, exit_within, lock_running, signal, start, Test,
+};
 use tokio::process::Child;
 use zk_harness::{await_count, name, observer, PATIENCE};
 
@@ -18,35 +20,20 @@ echo "$$ $ZK_LOCK_NODE" > "$0"; sleep 60 & wait"#;
 /// Writes its pid and lock node to `$0`, then sleeps through SIGTERM.
 const IGNORES_TERM: &str = r#"trap '' TERM; echo "$$ $ZK_LOCK_NODE" > "$0"; sleep 60"#;
 
-/// Starts `zk-recipes lock [options] ROOT -- sh -c SCRIPT STARTED TERMED`; returns it with
-/// CMD's pid and lock node once CMD runs.
-async fn lock_running(test: &Test, options: &[&str], script: &str) -> (Child, i32, String) {
-    let started = test.scratch.file("started");
-    let mut lock = test.command(&["lock"]);
-    lock.args(options)
-        .args([&test.root, "--", "sh", "-c", script]);
-    let lock = start(lock.arg(&started).arg(test.scratch.file("termed")));
-    let line = await_lines(&started, 1).await.remove(0);
+/// `zk-recipes lock [options] ROOT -- sh -c SCRIPT STARTED TERMED` once CMD runs, with
+/// CMD's pid and lock node (SCRIPT writes them to STARTED).
+async fn lock_running_with(test: &Test, options: &[&str], script: &str) -> (Child, i32, String) {
+    let (lock, line) = lock_running(test, options, script).await;
     let (pid, node) = line.split_once(' ').expect("pid and node");
     (lock, pid.parse().expect("a pid"), node.to_owned())
-}
-
-/// Deletes `node` as an operator would; returns when the server has confirmed it.
-async fn delete_from_outside(test: &Test, node: &str) -> Instant {
-    let client = observer(&test.hosts).await;
-    client
-        .delete(node, None)
-        .await
-        .expect("delete the lock node");
-    Instant::now()
 }
 
 #[tokio::test]
 async fn deleted_node_stops_cmd_with_sigterm_and_exits_79() {
     let test = Test::new("deleted").await;
-    let (mut lock, _, node) = lock_running(&test, &[], TRAPS_TERM).await;
+    let (mut lock, _, node) = lock_running_with(&test, &[], TRAPS_TERM).await;
 
-    let deleted = delete_from_outside(&test, &node).await;
+    let deleted = delete_from_outside(&test.hosts, &node).await;
     await_lines(&test.scratch.file("termed"), 1).await;
     let after = deleted.elapsed();
 
@@ -61,9 +48,10 @@ async fn deleted_node_stops_cmd_with_sigterm_and_exits_79() {
 #[tokio::test]
 async fn cmd_that_ignores_sigterm_is_killed_after_kill_after() {
     let test = Test::new("ignores").await;
-    let (mut lock, pid, node) = lock_running(&test, &["--kill-after", "1s"], IGNORES_TERM).await;
+    let (mut lock, pid, node) =
+        lock_running_with(&test, &["--kill-after", "1s"], IGNORES_TERM).await;
 
-    let deleted = delete_from_outside(&test, &node).await;
+    let deleted = delete_from_outside(&test.hosts, &node).await;
     let status = exit_within(&mut lock, PATIENCE).await;
     let after = deleted.elapsed();
 
@@ -82,7 +70,7 @@ async fn cmd_that_ignores_sigterm_is_killed_after_kill_after() {
 #[tokio::test]
 async fn sigterm_is_passed_to_cmd_and_the_lock_released_after_it() {
     let test = Test::new("sigterm").await;
-    let (mut lock, _, _) = lock_running(&test, &[], TRAPS_TERM).await;
+    let (mut lock, _, _) = lock_running_with(&test, &[], TRAPS_TERM).await;
 
     signal(&lock, Signal::SIGTERM);
     let status = exit_within(&mut lock, PATIENCE).await;

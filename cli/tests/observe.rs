@@ -8,11 +8,12 @@ use std::process::Stdio;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use support::{exit_within, signal, start, Test};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use support::{exit_within, first_line, signal, start, Test};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, BufReader, Lines};
 use tokio::process::ChildStdout;
 use zk_harness::{await_count, await_empty, bounded, name, observer, PATIENCE};
 use zk_recipes::{LeaderElection, RwLock, Session};
+use zookeeper_client::{Acls, Client, CreateMode};
 
 /// The next line `observe` prints, parsed.
 async fn next(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
@@ -191,4 +192,64 @@ async fn observe_prints_a_line_when_a_semaphore_lease_is_released() {
     let client = observer(&test.hosts).await;
     await_empty(&client, &format!("{}/leases", test.root)).await;
     await_empty(&client, &format!("{}/locks", test.root)).await;
+}
+
+#[tokio::test]
+async fn text_output_escapes_an_id_that_would_forge_a_line() {
+    let test = Test::new("forged").await;
+    let forged = "a\n/t/x: leader forged";
+    let mut elect = test.command(&["elect", &test.root, "--id", forged]);
+    let mut elect = start(elect.stdout(Stdio::null()));
+    let client = observer(&test.hosts).await;
+    await_count(&client, &test.root, 1).await;
+    let expected = format!(
+        "{}: leader \"a\\n/t/x: leader forged\"; no followers\n",
+        test.root
+    );
+
+    assert_eq!(status(&test).await, expected);
+    let (mut observe, mut stdout, first) =
+        first_line(&mut test.command(&["observe", &test.root])).await;
+    assert_eq!(first, expected);
+
+    signal(&observe, Signal::SIGTERM);
+    assert_eq!(exit_within(&mut observe, PATIENCE).await.code(), Some(0));
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).await.expect("the rest");
+    assert_eq!(rest, "", "more lines");
+    signal(&elect, Signal::SIGTERM);
+    exit_within(&mut elect, PATIENCE).await;
+    await_empty(&client, &test.root).await;
+}
+
+#[tokio::test]
+async fn status_on_a_path_the_acl_hides_says_what_to_check() {
+    let test = Test::new("hidden").await;
+    let owner = Client::connector()
+        .with_auth("digest", b"owner:secret")
+        .connect(&test.hosts)
+        .await
+        .expect("connect as the owner");
+    let creator_only = CreateMode::Persistent.with_acls(Acls::creator_all());
+    owner
+        .create(&test.root, b"", &creator_only)
+        .await
+        .expect("create the path, hidden");
+
+    for command in ["status", "observe"] {
+        let mut look = test.command(&[command, &test.root]);
+        let output = bounded(command, PATIENCE, look.output())
+            .await
+            .expect("run it");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(69), "{command}: {stderr}");
+        assert!(
+            stderr.contains("not authorized") && stderr.contains("check --auth-file"),
+            "{command}: {stderr}"
+        );
+    }
+    owner
+        .delete(&test.root, None)
+        .await
+        .expect("delete the path");
 }

@@ -179,6 +179,10 @@ async fn a_wrong_ca_exits_69_at_once_saying_tls() {
 
     assert_eq!(status, Some(69), "{stderr}");
     assert!(stderr.contains("TLS"), "{stderr}");
+    assert!(
+        stderr.contains("--tls-ca") && !stderr.contains("tls_ca_pem"),
+        "not the option's name: {stderr}"
+    );
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(took < Duration::from_secs(3), "took {took:?}");
     assert!(!ran.exists(), "CMD ran");
@@ -219,4 +223,41 @@ async fn an_unusable_auth_file_exits_64_before_connecting() {
         "no warning for mode 0644: {stderr}"
     );
     assert!(!ran.exists(), "CMD ran");
+}
+
+#[tokio::test]
+async fn tls_messages_name_the_options_not_the_library() {
+    let ensemble = secured().await;
+    let test = Test::new("tls-names").await;
+    let pki = Pki::shared();
+    let ca = write(&test.scratch.file("ca.pem"), &pki.ca_pem, 0o644);
+    let not_pem = write(&test.scratch.file("not.pem"), "not a certificate\n", 0o644);
+    let plain = ensemble.connect_string();
+    let secure = ensemble.secure_connect_string();
+    let cases: [(&str, Vec<OsString>, i32, &str); 3] = [
+        // Checked before connecting.
+        (
+            &plain,
+            argv(&[&"status", &"--tls-ca", &not_pem, &test.root]),
+            64,
+            "--tls-ca",
+        ),
+        // The TLS port, in plaintext.
+        (&secure, argv(&[&"status", &test.root]), 69, "--tls-ca"),
+        // The TLS port, which needs a client certificate, without one.
+        (
+            &secure,
+            argv(&[&"status", &"--tls-ca", &ca, &test.root]),
+            69,
+            "--tls-cert",
+        ),
+    ];
+    for (hosts, args, expected, option) in cases {
+        let (status, stderr) = run(hosts, &args).await;
+        assert_eq!(status, Some(expected), "{args:?}: {stderr}");
+        assert!(stderr.contains(option), "{args:?}: {stderr}");
+        for library in ["tls_ca_pem", "tls_identity_pem", "feature"] {
+            assert!(!stderr.contains(library), "{args:?}: {stderr}");
+        }
+    }
 }

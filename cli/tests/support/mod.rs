@@ -6,13 +6,14 @@
 #![allow(dead_code)] // each test binary uses a part
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::{ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, ChildStdout, Command};
 use zk_harness::{bounded, children, observer, unique_root, Ensemble, PATIENCE};
 use zk_recipes::{Lease, Mutex, MutexGuard, Semaphore, Session};
 
@@ -95,6 +96,82 @@ pub fn signal(child: &Child, signal: Signal) {
     let pid = child.id().expect("zk-recipes still running");
     let pid = Pid::from_raw(i32::try_from(pid).expect("a pid"));
     kill(pid, signal).expect("signal zk-recipes");
+}
+
+/// Starts `zk-recipes lock [options] ROOT -- sh -c SCRIPT STARTED TERMED` (two files of
+/// the scratch directory, `$0` and `$1` in the script); returns it with the first line the
+/// script writes to STARTED, once it has.
+pub async fn lock_running(test: &Test, options: &[&str], script: &str) -> (Child, String) {
+    let started = test.scratch.file("started");
+    let mut lock = test.command(&["lock"]);
+    lock.args(options)
+        .args([&test.root, "--", "sh", "-c", script]);
+    let lock = start(lock.arg(&started).arg(test.scratch.file("termed")));
+    let line = await_lines(&started, 1).await.remove(0);
+    (lock, line)
+}
+
+/// Starts `command` with its stdout piped; returns it with its stdout, once it has printed
+/// its first line, and that line.
+pub async fn first_line(command: &mut Command) -> (Child, BufReader<ChildStdout>, String) {
+    let mut child = start(command.stdout(Stdio::piped()));
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    bounded("a first line", PATIENCE, stdout.read_line(&mut line))
+        .await
+        .expect("read the output");
+    (child, stdout, line)
+}
+
+/// Runs `command` to its end, at most [`PATIENCE`], with stdout and stderr captured;
+/// returns its output and how long it took.
+pub async fn output_within(command: &mut Command) -> (Output, Duration) {
+    let started = Instant::now();
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let output = bounded("zk-recipes to exit", PATIENCE, command.output())
+        .await
+        .expect("run zk-recipes");
+    (output, started.elapsed())
+}
+
+/// Deletes `node` as an operator would; returns when the server has confirmed it.
+pub async fn delete_from_outside(hosts: &str, node: &str) -> Instant {
+    let client = observer(hosts).await;
+    client
+        .delete(node, None)
+        .await
+        .expect("delete the lock node");
+    Instant::now()
+}
+
+/// The write end of a pipe whose read end is closed already: writes to it fail (EPIPE), as
+/// into `| head -c0` once `head` has exited.
+pub fn closed_pipe() -> Stdio {
+    let (read, write) = nix::unistd::pipe().expect("a pipe");
+    drop(read);
+    Stdio::from(write)
+}
+
+/// `/dev/full`, opened for writing: every write fails (ENOSPC).
+pub fn full_device() -> Stdio {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    Stdio::from(full)
+}
+
+/// Waits until process `pid` is gone (see [`alive`]), at most `within`; fails the test
+/// otherwise.
+pub async fn await_dead(pid: i32, within: Duration) {
+    let deadline = Instant::now() + within;
+    while alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} still runs after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Whether process `pid` still exists (a zombie counts as gone).

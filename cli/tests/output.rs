@@ -1,0 +1,62 @@
+//! `zk-recipes` with a stderr or a stdout that cannot be written (a full device, a pipe
+//! nobody reads): messages are best-effort, the exit status is the contract; against a
+//! real ZooKeeper server.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{
+    alive, await_lines, closed_pipe, delete_from_outside, exit_within, first_line, full_device,
+    start, Test,
+};
+use zk_harness::PATIENCE;
+
+/// Writes its pid and lock node to `$0`, then sleeps until stopped.
+const REPORTS: &str = r#"echo "$$ $ZK_LOCK_NODE" > "$0"; exec sleep 30"#;
+
+#[tokio::test]
+async fn a_holder_whose_stderr_cannot_be_written_still_stops_cmd_at_a_loss() {
+    for (what, stderr) in [
+        ("/dev/full", full_device()),
+        ("a closed pipe", closed_pipe()),
+    ] {
+        let test = Test::new("stderr").await;
+        let mut lock = test.command(&["lock", &test.root, "--", "sh", "-c", REPORTS]);
+        let mut lock = start(lock.arg(test.scratch.file("started")).stderr(stderr));
+        let line = await_lines(&test.scratch.file("started"), 1)
+            .await
+            .remove(0);
+        let (pid, node) = line.split_once(' ').expect("pid and node");
+        let pid: i32 = pid.parse().expect("a pid");
+
+        let deleted = delete_from_outside(&test.hosts, node).await;
+        let status = exit_within(&mut lock, PATIENCE).await;
+        let after = deleted.elapsed();
+
+        assert_eq!(status.code(), Some(79), "stderr on {what}: {status}");
+        assert!(
+            after < Duration::from_secs(2),
+            "stderr on {what}: exited {after:?} after the loss"
+        );
+        assert!(!alive(pid), "stderr on {what}: CMD survived the loss");
+        assert!(test.children().await.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn observe_exits_0_once_nobody_reads_its_output() {
+    // `zk-recipes -vv observe PATH 2>&1 | head -1`: stderr closed from the start, stdout
+    // closed after the first line.
+    let test = Test::new("head").await;
+    let mut observe = test.command(&["-vv", "observe", &test.root]);
+    let (mut observe, stdout, first) = first_line(observe.stderr(closed_pipe())).await;
+    assert_eq!(first, format!("{}: empty\n", test.root));
+    drop(stdout);
+
+    // A change: observe prints again, into the closed pipe.
+    let (_session, _held) = test.hold_lock().await;
+    let status = exit_within(&mut observe, PATIENCE).await;
+
+    assert_eq!(status.code(), Some(0), "{status}");
+}
