@@ -139,3 +139,20 @@ async fn a_holder_paused_past_its_session_is_lost_at_its_first_look() {
     guard.release().await.unwrap();
     await_empty(&observer, &root).await;
 }
+
+/// A hold on a healthy session stays trusted however long it lasts: the session keeps
+/// confirming itself to the servers, so its trust never lapses on its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hold_stays_trusted_for_many_session_timeouts() {
+    let ensemble = Ensemble::shared(1).await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("long-hold");
+    let observer = observer(&hosts).await;
+    let holder = session(&hosts, SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    let held = tokio::time::timeout(4 * SESSION_TIMEOUT, guard.lost()).await;
+    assert!(held.is_err(), "lost while healthy: {held:?}");
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}

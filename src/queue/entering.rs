@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::pin::pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::SemaphorePermit;
 use tracing::debug;
@@ -124,6 +125,7 @@ impl Queue {
         loop {
             let mut node = creating.prefix(self.name);
             // Sent back to back: the listing already holds the new node.
+            let sent = Instant::now();
             let create = client.create(&node, data, &options);
             let list = client.list_children(&self.root);
             let created = create.await;
@@ -131,6 +133,8 @@ impl Queue {
             drop(turn.take());
             match created {
                 Ok((stat, seq)) => {
+                    // The answer confirms the session: a hold made on it now is trusted.
+                    session.confirm(&client, sent);
                     // No allocation: the prefix left room for the sequence number.
                     let _ = write!(node, "{seq}");
                     let children = match listed {

@@ -4,6 +4,8 @@
 //! unknown place). Waiting for a crowded root to thin out: list it with a child watch until
 //! few enough are left.
 
+use std::time::Instant;
+
 use tracing::{debug, warn};
 use zookeeper_client::EventType;
 
@@ -74,16 +76,19 @@ impl Contender {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn still_first(&mut self) -> Result<Turn> {
-        let session = self.session.clone();
-        let exists = async {
+        let back = self.until_closed(async {
             let client = self.client()?;
-            reconnected(&client).await?;
-            retry(&client, || client.check_stat(&self.node)).await
-        };
-        let exists = tokio::select! {
-            biased;
-            () = session.closed() => Err(Error::Closed),
-            exists = exists => exists,
+            reconnected(&client).await
+        });
+        let exists = match back.await {
+            Ok(()) => {
+                let exists = async {
+                    let client = self.client()?;
+                    retry(&client, || client.check_stat(&self.node)).await
+                };
+                self.until_closed(exists).await
+            }
+            Err(err) => Err(err),
         };
         match exists {
             Ok(Some(_)) if self.is_first() => Ok(Turn::First),
@@ -94,7 +99,8 @@ impl Contender {
 
     /// Runs `work` (requests on the contender's client) unless the session is closed first:
     /// then [`Error::Closed`] at once, and the client `work` kept is let go, so that a
-    /// request waiting for a connection never keeps a closed session open.
+    /// request waiting for a connection never keeps a closed session open. An answer
+    /// confirms the session (see [`Liveness`](crate::trust::Liveness)).
     ///
     /// # Cancel safety
     /// As `work`.
@@ -102,11 +108,17 @@ impl Contender {
         &self,
         work: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
-        tokio::select! {
+        let sent = Instant::now();
+        let done = tokio::select! {
             biased;
             () = self.session.closed() => Err(Error::Closed),
             done = work => done,
+        };
+        // An answer confirms the session: a hold made on it now is trusted.
+        if let (Ok(_), Ok(client)) = (&done, self.client()) {
+            self.session.confirm(&client, sent);
         }
+        done
     }
 
     /// A session that expired under a waiting contender took its node along.

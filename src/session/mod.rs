@@ -265,6 +265,14 @@ impl Session {
         liveness.is_of(client).then_some(liveness)
     }
 
+    /// Records that the servers answered a request of `client`'s session sent at `sent` (or
+    /// later): a hold made after it is trusted from then on (see [`Liveness`]).
+    pub(crate) fn confirm(&self, client: &Client, sent: Instant) {
+        if let Some(liveness) = self.liveness(client) {
+            liveness.confirm(sent);
+        }
+    }
+
     /// Runs `task` on the runtime the session was made on, from any thread.
     pub(crate) fn spawn<F>(&self, task: F)
     where

@@ -91,8 +91,8 @@ impl Liveness {
         }
     }
 
-    /// Records that the servers answered a request of ours sent at `sent`.
-    fn confirm(&self, sent: Instant) {
+    /// Records that the servers answered a request of ours sent at `sent` (or later).
+    pub(crate) fn confirm(&self, sent: Instant) {
         let until = sent.saturating_duration_since(self.origin) + self.timeout;
         let until = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
         // Whoever sees the confirmed time passed first starts a new epoch, before moving
