@@ -176,3 +176,84 @@ async fn a_closed_session_refuses_work() {
         other => panic!("lock on a closed session: {other:?}"),
     }
 }
+
+/// A listener no client should reach: `connect` must refuse before sending anything.
+fn untouched_listener() -> std::net::TcpListener {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    listener
+}
+
+fn assert_untouched(listener: &std::net::TcpListener, what: &str) {
+    match listener.accept() {
+        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("{what}: something was sent: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_range_timeouts_are_refused_before_anything_is_sent() {
+    let listener = untouched_listener();
+    let hosts = listener.local_addr().unwrap().to_string();
+    let huge = Duration::from_secs(3_000_000_000_000_000 * 3600);
+    let past_i32 = Duration::from_millis(i32::MAX as u64 + 1);
+    let cases = [
+        (
+            "session timeout 0",
+            Session::builder().session_timeout(Duration::ZERO),
+        ),
+        (
+            "session timeout 2^31 ms",
+            Session::builder().session_timeout(past_i32),
+        ),
+        (
+            "session timeout huge",
+            Session::builder().session_timeout(huge),
+        ),
+        (
+            "connection timeout 0",
+            Session::builder().connection_timeout(Duration::ZERO),
+        ),
+        (
+            "connection timeout huge",
+            Session::builder().connection_timeout(huge),
+        ),
+        (
+            "connection timeout max",
+            Session::builder().connection_timeout(Duration::MAX),
+        ),
+    ];
+    for (what, builder) in cases {
+        let started = Instant::now();
+        match bounded(what, PATIENCE, builder.connect(&hosts)).await {
+            Err(Error::InvalidArgument(reason)) => assert!(reason.contains("timeout"), "{reason}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{what}: not at once"
+        );
+        assert_untouched(&listener, what);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_largest_timeouts_accepted_connect() {
+    let ensemble = Ensemble::shared(1).await;
+    let max = Duration::from_millis(i32::MAX as u64);
+    let s = bounded(
+        "connect",
+        PATIENCE,
+        Session::builder()
+            .session_timeout(max)
+            .connection_timeout(max)
+            .connect(&ensemble.connect_string()),
+    )
+    .await
+    .expect("the largest timeouts are accepted");
+    // The servers clamp the session timeout to their maximum; it did not wrap to their
+    // minimum.
+    let negotiated = live_client(&s).session_timeout();
+    assert!(negotiated >= Duration::from_secs(10), "{negotiated:?}");
+    s.close();
+}
