@@ -257,3 +257,36 @@ async fn the_largest_timeouts_accepted_connect() {
     assert!(negotiated >= Duration::from_secs(10), "{negotiated:?}");
     s.close();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paths_the_server_refuses_are_refused_before_anything_is_created() {
+    let ensemble = Ensemble::shared(1).await;
+    let s = session(&ensemble.connect_string(), Duration::from_secs(4)).await;
+    let observer = zk_harness::observer(&ensemble.connect_string()).await;
+    let root = unique_root("refused-path");
+    for leaf in ["🔒", "a\u{10000}b", "x\u{f8ff}", "\u{9f}", "\u{fffe}"] {
+        let path = format!("{root}/ünï/cødé/{leaf}");
+        match Mutex::new(&s, &path) {
+            Err(Error::InvalidPath { path: p, .. }) => assert_eq!(p, path),
+            Ok(mutex) => {
+                let result = bounded("lock", PATIENCE, mutex.lock()).await;
+                panic!("{path:?} was accepted: lock gave {result:?}");
+            }
+            Err(other) => panic!("{path:?}: {other:?}"),
+        }
+    }
+    assert!(
+        matches!(observer.check_stat(&root).await, Ok(None)),
+        "{root} was created"
+    );
+    // The characters just inside the server's ranges are accepted, by it too.
+    let edge = "\u{a0}\u{d7ff}\u{f900}\u{ffef}";
+    let path = format!("{root}/{edge}");
+    let guard = bounded("lock", PATIENCE, Mutex::new(&s, &path).unwrap().lock())
+        .await
+        .expect("a path the server accepts");
+    guard.release().await.unwrap();
+    await_empty(&observer, &path).await;
+    observer.delete(&path, None).await.unwrap();
+    observer.delete(&root, None).await.unwrap();
+}
