@@ -58,4 +58,4 @@ pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
 pub use queue::Loss;
 pub use rwlock::{RwLock, RwLockGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
-pub use session::{parse_credentials, Session, SessionBuilder, SessionEvent};
+pub use session::{parse_credentials, CloseReason, Session, SessionBuilder, SessionEvent};

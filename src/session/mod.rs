@@ -9,7 +9,7 @@ mod probe;
 #[cfg(feature = "tls")]
 mod tls;
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use tokio::sync::{watch, Semaphore, SemaphorePermit};
@@ -48,8 +48,28 @@ pub enum SessionEvent {
     Reconnected,
     /// The servers expired the session; a new session is being made.
     Expired,
-    /// The session was closed with [`Session::close`]; nothing more will happen.
+    /// The session ended for good; nothing more will happen. [`Session::close_reason`] says
+    /// why: [`Session::close`] was called, a new session after expiry was refused for good,
+    /// or the tokio runtime that ran the session shut down.
     Closed,
+}
+
+/// Why a session ended for good, as [`Session::close_reason`] tells. From then on the
+/// recipes of the session fail with [`Error::Closed`] and what they held is lost with
+/// [`Loss::Closed`](crate::Loss::Closed).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// [`Session::close`] was called.
+    Requested,
+    /// After expiry, the servers refused the new session for a reason that retrying does
+    /// not fix: the error the attempt failed with ([`Error::AuthFailed`], [`Error::Tls`],
+    /// [`Error::InvalidConnectString`], ...). Unreachable servers are not such a reason:
+    /// the session keeps trying, with back-off, until they answer.
+    Refused(Error),
+    /// The tokio runtime that ran the session's tasks shut down: nothing watches the
+    /// connection or renews the session any more.
+    RuntimeGone,
 }
 
 /// A ZooKeeper session that outlives expiry.
@@ -59,6 +79,9 @@ pub enum SessionEvent {
 /// client reconnects by itself. When the servers declare the session expired, that client is
 /// dead for good: `Session` then connects again with a fresh session, with bounded back-off,
 /// and the recipes built on it follow (held locks are reported lost, candidates re-join).
+/// A new session the servers refuse for good (credentials or TLS settings refused, see
+/// [`CloseReason::Refused`]) ends the `Session` instead of being tried forever; servers
+/// that cannot be reached are tried again until they answer.
 ///
 /// Every change is published as a [`SessionEvent`] on a [`tokio::sync::watch`] channel, so
 /// a receiver always sees the latest state; transitions faster than the receiver looks may
@@ -100,6 +123,19 @@ struct Inner {
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Turns to enter a queue: at most [`ENTRIES_IN_FLIGHT`] at once.
     entries: Semaphore,
+    /// Why the session ended for good; the first reason stays.
+    close_reason: OnceLock<CloseReason>,
+}
+
+impl Inner {
+    /// Ends the session for good because of `reason` (unless it ended already): no client
+    /// any more, [`SessionEvent::Closed`], no more turns to enter a queue.
+    fn end(&self, reason: CloseReason) {
+        let _ = self.close_reason.set(reason);
+        self.current.send_replace(Current::Closed);
+        self.events.send_replace(SessionEvent::Closed);
+        self.entries.close();
+    }
 }
 
 /// The client of the live session, if there is one. This is the only lasting strong
@@ -155,6 +191,7 @@ impl Session {
             events,
             keeper: std::sync::Mutex::new(None),
             entries: Semaphore::new(ENTRIES_IN_FLIGHT),
+            close_reason: OnceLock::new(),
         });
         let keeper = tokio::spawn(keep(
             Arc::downgrade(&inner),
@@ -197,7 +234,8 @@ impl Session {
         self.inner.builder.node_acl
     }
 
-    /// Closes the session: publishes [`SessionEvent::Closed`], stops renewing, and ends the
+    /// Closes the session: publishes [`SessionEvent::Closed`] (with
+    /// [`CloseReason::Requested`]), stops renewing, and ends the
     /// ZooKeeper session, so that its nodes go. Waiting acquisitions and joins fail with
     /// [`Error::Closed`], held locks and leaderships are lost with
     /// [`Loss::Closed`](crate::Loss::Closed), and recipes of this session fail with
@@ -210,14 +248,18 @@ impl Session {
     /// # Cancel safety
     /// Not async; takes effect at once.
     pub fn close(&self) {
+        let _ = self.inner.close_reason.set(CloseReason::Requested);
         if let Ok(mut keeper) = self.inner.keeper.lock() {
             if let Some(keeper) = keeper.take() {
                 keeper.abort();
             }
         }
-        self.inner.current.send_replace(Current::Closed);
-        self.inner.events.send_replace(SessionEvent::Closed);
-        self.inner.entries.close();
+        self.inner.end(CloseReason::Requested);
+    }
+
+    /// Why the session ended for good ([`SessionEvent::Closed`]); `None` while it has not.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.inner.close_reason.get().cloned()
     }
 
     /// Resolves once the session is closed.
@@ -321,19 +363,26 @@ async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>, mut 
             return;
         };
         if ended == SessionState::Closed {
-            session.current.send_replace(Current::Closed);
-            session.events.send_replace(SessionEvent::Closed);
+            session.end(CloseReason::Requested);
             return;
         }
         session.current.send_replace(Current::Renewing);
         session.events.send_replace(SessionEvent::Expired);
         let dialer = session.dialer.clone();
         drop(session);
-        let renewed = Arc::new(renew(&dialer, &target).await);
-        sockets.set_nodelay_on_new();
+        let renewed = renew(&dialer, &target).await;
         let Some(session) = inner.upgrade() else {
             return;
         };
+        let renewed = match renewed {
+            Ok(renewed) => Arc::new(renewed),
+            Err(err) => {
+                warn!(%err, "a new session was refused for good: the session is closed");
+                session.end(CloseReason::Refused(err));
+                return;
+            }
+        };
+        sockets.set_nodelay_on_new();
         client = Arc::downgrade(&renewed);
         session.current.send_replace(Current::Live(renewed));
         session.events.send_replace(SessionEvent::Connected);
@@ -378,26 +427,38 @@ async fn follow(
 }
 
 /// Connects a fresh session with the credentials and TLS settings of the first one, backing
-/// off between failed attempts (100 ms doubling to 5 s).
-async fn renew(dialer: &Dialer, target: &str) -> Client {
+/// off between attempts that failed for a passing reason (100 ms doubling to 5 s).
+///
+/// # Notable errors
+/// A refusal that retrying cannot fix (see [`lasting`]).
+async fn renew(dialer: &Dialer, target: &str) -> Result<Client> {
     let mut backoff = Duration::from_millis(100);
     loop {
         match dialer.dial(target).await {
             Ok(client) => {
                 info!(session = %client.session_id(), "new session after expiry");
-                return client;
+                return Ok(client);
             }
+            Err(err) if lasting(&err) => return Err(err),
             Err(err) => {
-                match err {
-                    Error::Unreachable { .. } => {
-                        debug!(%err, ?backoff, "renewing failed; retrying")
-                    }
-                    // Credentials or TLS refused: worth a warning, nothing else to tell.
-                    _ => warn!(%err, ?backoff, "renewing the session was refused; retrying"),
-                }
+                debug!(%err, ?backoff, "renewing failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         }
     }
+}
+
+/// Whether a failed dial would fail the same way every time: the servers refused the
+/// credentials or the TLS settings, or the settings themselves are unusable. Servers that
+/// cannot be reached (or give no session in time) may be back later.
+fn lasting(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::AuthFailed { .. }
+            | Error::Tls { .. }
+            | Error::InvalidConnectString { .. }
+            | Error::InvalidArgument(_)
+            | Error::InvalidPath { .. }
+    )
 }

@@ -1,0 +1,157 @@
+//! How a `Session` ends for good without `close()`: a new session after expiry that the
+//! servers refuse for good, and the tokio runtime that ran the session shutting down.
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use zk_harness::{
+    await_events, bounded, live_client, record_events, Ensemble, ServerConfig, PATIENCE,
+};
+use zk_recipes::{CloseReason, Error, Mutex, Session, SessionEvent};
+
+const USER: &str = "orders-svc";
+const PASSWORD: &str = "correct horse battery staple";
+const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Forwards a local port to one server's port, which can be changed; changing it drops
+/// the connections made so far.
+struct Forwarder {
+    address: String,
+    target: Arc<AtomicU16>,
+    generation: watch::Sender<u64>,
+    /// How many connections it accepted.
+    accepted: watch::Receiver<usize>,
+}
+
+impl Forwarder {
+    async fn start(port: u16) -> Forwarder {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let target = Arc::new(AtomicU16::new(port));
+        let (generation, _) = watch::channel(0);
+        let (count, accepted) = watch::channel(0);
+        let (to, generations) = (target.clone(), generation.subscribe());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                count.send_modify(|n| *n += 1);
+                let port = to.load(Ordering::SeqCst);
+                let mut cut = generations.clone();
+                cut.borrow_and_update();
+                tokio::spawn(async move {
+                    let Ok(mut server) = TcpStream::connect(("127.0.0.1", port)).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Forwarder {
+            address,
+            target,
+            generation,
+            accepted,
+        }
+    }
+
+    /// Forwards to `port` from now on, and drops the connections to the old one.
+    fn retarget(&self, port: u16) {
+        self.target.store(port, Ordering::SeqCst);
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+fn port(ensemble: &Ensemble) -> u16 {
+    let address = ensemble.address(0);
+    address.rsplit_once(':').unwrap().1.parse().unwrap()
+}
+
+/// A server with SASL DIGEST-MD5 user `USER` whose password is `password`.
+async fn sasl_server(password: &str) -> Ensemble {
+    Ensemble::start_with(1, &ServerConfig::default().sasl_users(&[(USER, password)])).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_refused_for_good_ends_the_session() {
+    let (first, second) = tokio::join!(sasl_server(PASSWORD), sasl_server("another password"));
+    let forwarder = Forwarder::start(port(&first)).await;
+    let s = bounded(
+        "connect",
+        PATIENCE,
+        Session::builder()
+            .session_timeout(SESSION_TIMEOUT)
+            .sasl_digest_md5(USER, PASSWORD)
+            .connect(&forwarder.address),
+    )
+    .await
+    .expect("the first server takes the credentials");
+    let mut seen = record_events(&s);
+    assert!(s.close_reason().is_none());
+    // The client reconnects to a server that knows neither its session (expired) nor its
+    // password (every new session is refused).
+    forwarder.retarget(port(&second));
+    await_events(
+        &mut seen,
+        &[SessionEvent::Expired, SessionEvent::Closed],
+        PATIENCE,
+    )
+    .await;
+    match s.close_reason() {
+        Some(CloseReason::Refused(Error::AuthFailed { .. })) => {}
+        other => panic!("close reason: {other:?}"),
+    }
+    assert!(s.client().is_none());
+    let mutex = Mutex::new(&s, "/refused").unwrap();
+    match bounded("lock", PATIENCE, mutex.lock()).await {
+        Err(Error::Closed) => {}
+        other => panic!("lock on a session whose renewal was refused: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_that_cannot_reach_a_server_keeps_trying() {
+    let server = Ensemble::start(1).await;
+    let forwarder = Forwarder::start(port(&server)).await;
+    let s = bounded(
+        "connect",
+        PATIENCE,
+        Session::builder()
+            .session_timeout(SESSION_TIMEOUT)
+            .connection_timeout(Duration::from_millis(500))
+            .connect(&forwarder.address),
+    )
+    .await
+    .expect("connect");
+    let mut seen = record_events(&s);
+    // A port nothing listens on: the session is expired by the time the server is back.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nowhere = free.local_addr().unwrap().port();
+    drop(free);
+    forwarder.retarget(nowhere);
+    zk_harness::expire_session(&server.connect_string(), live_client(&s).session()).await;
+    await_events(&mut seen, &[SessionEvent::Expired], PATIENCE).await;
+    // Dials fail as unreachable (each is one connection of the client, one of the look at
+    // the host); the session keeps trying.
+    let mut accepted = forwarder.accepted.clone();
+    let before = *accepted.borrow_and_update();
+    zk_harness::await_watch("three more dials", &mut accepted, |&n| n >= before + 6).await;
+    assert!(s.close_reason().is_none(), "{:?}", s.close_reason());
+    forwarder.retarget(port(&server));
+    await_events(
+        &mut seen,
+        &[SessionEvent::Expired, SessionEvent::Connected],
+        PATIENCE,
+    )
+    .await;
+    live_client(&s)
+        .list_children("/")
+        .await
+        .expect("the new session works");
+    assert!(!seen.borrow().contains(&SessionEvent::Closed));
+    s.close();
+}
