@@ -155,3 +155,45 @@ async fn a_renewal_that_cannot_reach_a_server_keeps_trying() {
     assert!(!seen.borrow().contains(&SessionEvent::Closed));
     s.close();
 }
+
+#[test]
+fn a_session_outliving_its_runtime_says_it_is_closed() {
+    let second = tokio::runtime::Runtime::new().unwrap();
+    // The ensemble lives on the second runtime, which outlives the test's sessions.
+    let ensemble = second.block_on(Ensemble::start(1));
+    let hosts = ensemble.connect_string();
+    // On a current-thread runtime the session's own task has not run yet when the runtime
+    // goes; on a multi-thread one it has.
+    let runtimes = [
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    ];
+    for first in runtimes {
+        let first = first.unwrap();
+        let s = first.block_on(bounded(
+            "connect",
+            PATIENCE,
+            zk_harness::session(&hosts, SESSION_TIMEOUT),
+        ));
+        assert_eq!(*s.events().borrow(), SessionEvent::Connected);
+        drop(first);
+        second.block_on(async {
+            assert_eq!(*s.events().borrow(), SessionEvent::Closed);
+            match s.close_reason() {
+                Some(CloseReason::RuntimeGone) => {}
+                other => panic!("close reason: {other:?}"),
+            }
+            let mutex = Mutex::new(&s, "/runtime-gone").unwrap();
+            match bounded("lock", PATIENCE, mutex.lock()).await {
+                Err(Error::Closed) => {}
+                other => panic!("lock on a session whose runtime is gone: {other:?}"),
+            }
+            assert!(s.client().is_none());
+        });
+    }
+    second.block_on(async { drop(ensemble) });
+}

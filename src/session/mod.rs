@@ -108,6 +108,17 @@ pub enum CloseReason {
 /// }
 /// # Ok(()) }
 /// ```
+///
+/// # Runtime
+///
+/// A session needs a tokio runtime (with time and I/O enabled) to connect, and its tasks
+/// (the client's connection and the task that watches and renews the session) run on the
+/// runtime it was connected on, for as long as the session lives. Keep that runtime
+/// running while the session is used, from any runtime or thread. If it shuts down, the
+/// session ends: [`SessionEvent::Closed`] is published, [`close_reason`](Self::close_reason)
+/// is [`CloseReason::RuntimeGone`], and every recipe call fails with [`Error::Closed`].
+/// A session shared by tests that each run their own runtime (`#[tokio::test]`) ends with
+/// the first of them.
 #[derive(Clone, Debug)]
 pub struct Session {
     inner: Arc<Inner>,
@@ -193,12 +204,11 @@ impl Session {
             entries: Semaphore::new(ENTRIES_IN_FLIGHT),
             close_reason: OnceLock::new(),
         });
-        let keeper = tokio::spawn(keep(
-            Arc::downgrade(&inner),
-            target,
-            Arc::downgrade(&client),
-            sockets,
-        ));
+        let abandoned = Abandoned {
+            session: Arc::downgrade(&inner),
+            armed: true,
+        };
+        let keeper = tokio::spawn(keep(abandoned, target, Arc::downgrade(&client), sockets));
         if let Ok(mut slot) = inner.keeper.lock() {
             *slot = Some(keeper);
         }
@@ -350,7 +360,40 @@ impl Session {
 /// session is closed or every `Session` clone is gone; sets `TCP_NODELAY` on every new
 /// connection. Keeps only weak references, so that replacing [`Current`] is what ends a
 /// session.
-async fn keep(inner: Weak<Inner>, target: String, mut client: Weak<Client>, mut sockets: Sockets) {
+///
+/// If this future is dropped before it is done (its runtime shut down, even before it first
+/// ran), `abandoned` ends the session with [`CloseReason::RuntimeGone`]: nothing would
+/// watch or renew it any more.
+async fn keep(mut abandoned: Abandoned, target: String, client: Weak<Client>, sockets: Sockets) {
+    keep_until_done(abandoned.session.clone(), target, client, sockets).await;
+    abandoned.armed = false;
+}
+
+/// The keeper's guard: ends the session with [`CloseReason::RuntimeGone`] if dropped while
+/// armed.
+struct Abandoned {
+    session: Weak<Inner>,
+    armed: bool,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(session) = self.session.upgrade().filter(|_| self.armed) else {
+            return;
+        };
+        if session.close_reason.get().is_none() {
+            warn!("the session's runtime shut down: the session is closed");
+        }
+        session.end(CloseReason::RuntimeGone);
+    }
+}
+
+async fn keep_until_done(
+    inner: Weak<Inner>,
+    target: String,
+    mut client: Weak<Client>,
+    mut sockets: Sockets,
+) {
     loop {
         let Some(states) = client
             .upgrade()
