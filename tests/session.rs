@@ -290,3 +290,19 @@ async fn paths_the_server_refuses_are_refused_before_anything_is_created() {
     observer.delete(&path, None).await.unwrap();
     observer.delete(&root, None).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_asked_of_a_server_without_sasl_is_refused() {
+    let hosts = Ensemble::shared(1).await.connect_string();
+    let started = Instant::now();
+    let connecting = Session::builder()
+        .sasl_digest_md5("orders-svc", "any password at all")
+        .connect(&hosts);
+    match bounded("connect", PATIENCE, connecting).await {
+        Err(Error::AuthFailed { reason, .. }) => {
+            assert!(!reason.contains("any password"), "{reason}")
+        }
+        other => panic!("SASL asked of a server without SASL: {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "not promptly");
+}

@@ -126,6 +126,10 @@ impl SessionBuilder {
     /// the session is made: a wrong one fails [`connect`](Self::connect) with
     /// [`Error::AuthFailed`]. The session's identity for ACLs is `sasl:<user>`.
     ///
+    /// Every new session is confirmed with ZooKeeper's `whoami` (3.7 and later): servers
+    /// without SASL, which would leave the session unauthenticated whatever the password,
+    /// fail [`connect`](Self::connect) with [`Error::AuthFailed`] too.
+    ///
     /// The password is never shown in `Debug` output or logs.
     #[cfg(feature = "sasl")]
     pub fn sasl_digest_md5(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
@@ -247,6 +251,7 @@ impl SessionBuilder {
             transport,
             self.connection_timeout,
             self.credentials.refused(),
+            self.credentials.sasl_user(),
         ))
     }
 

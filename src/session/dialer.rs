@@ -17,6 +17,11 @@
 //! fails at once with [`Error::Tls`]. Otherwise it goes on, and if the connection timeout
 //! passes, fails with [`Error::Unreachable`], whose reason tells what each host did.
 //! Refused SASL credentials end the dial at once with [`Error::AuthFailed`].
+//!
+//! A server without SASL answers the SASL exchange without authenticating anyone, and
+//! the session would go on unauthenticated. So when SASL is asked for, every new session
+//! is checked with `whoami` (ZooKeeper 3.7 and later): unless the servers name the SASL
+//! user among the session's identities, the dial fails with [`Error::AuthFailed`].
 
 use std::fmt::{self, Write as _};
 use std::time::{Duration, Instant};
@@ -25,7 +30,7 @@ use tracing::{debug, debug_span, Instrument};
 use zookeeper_client::{Client, Connector};
 
 use super::probe::{self, Finding, Host, Transport};
-use crate::error::{Error, Result};
+use crate::error::{outcome_unknown, Error, Result};
 
 /// The pause after the first failed round; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
@@ -42,6 +47,8 @@ pub(crate) struct Dialer {
     connection_timeout: Duration,
     /// The reason of an [`Error::AuthFailed`].
     refused: String,
+    /// The SASL user the servers must confirm, if SASL is asked for.
+    sasl_user: Option<String>,
 }
 
 impl fmt::Debug for Dialer {
@@ -60,6 +67,7 @@ impl Dialer {
         transport: Transport,
         connection_timeout: Duration,
         refused: String,
+        sasl_user: Option<String>,
     ) -> Dialer {
         let secure = !matches!(transport, Transport::Plain);
         Dialer {
@@ -68,6 +76,7 @@ impl Dialer {
             secure,
             connection_timeout,
             refused,
+            sasl_user,
         }
     }
 
@@ -75,7 +84,8 @@ impl Dialer {
     ///
     /// # Notable errors
     /// * [`Error::InvalidConnectString`] if the client cannot parse `target`.
-    /// * [`Error::AuthFailed`] if the servers refused the SASL credentials.
+    /// * [`Error::AuthFailed`] if the servers refused the SASL credentials, or did not
+    ///   authenticate the session with them (no SASL on the servers).
     /// * [`Error::Tls`] if every host refused the TLS settings.
     /// * [`Error::Unreachable`] if no session was made within the connection timeout.
     ///
@@ -86,13 +96,16 @@ impl Dialer {
         let mut pause = FIRST_PAUSE;
         let mut findings = None;
         for round in 1.. {
-            let attempt = self
-                .round(target)
-                .instrument(debug_span!("zk.connect.round", round));
+            let attempt = async {
+                let client = self.round(target).await?;
+                self.confirm(target, client).await
+            };
+            let attempt = attempt.instrument(debug_span!("zk.connect.round", round));
             let failed = match tokio::time::timeout_at(deadline.into(), attempt).await {
                 Err(_) => break,
                 Ok(Ok(client)) => return Ok(client),
-                Ok(Err(err)) => self.fatal(target, err)?,
+                Ok(Err(Refusal::Zk(err))) => self.fatal(target, err)?,
+                Ok(Err(Refusal::Final(err))) => return Err(err),
             };
             debug!(err = %failed, round, "no session in this round");
             if findings.is_none() {
@@ -119,6 +132,40 @@ impl Dialer {
             true => connector.secure_connect(target).await,
             _ => connector.connect(target).await,
         }
+    }
+
+    /// `client` back if the servers authenticated its session as the SASL user asked for (or
+    /// none was); a failed round if the outcome is unknown.
+    async fn confirm(&self, target: &str, client: Client) -> Result<Client, Refusal> {
+        let Some(user) = &self.sasl_user else {
+            return Ok(client);
+        };
+        let users = match client.list_auth_users().await {
+            Ok(users) => users,
+            Err(err) if outcome_unknown(&err) => return Err(Refusal::Zk(err)),
+            Err(err) => {
+                return Err(self.refusal(target, format!("whoami, to confirm it, failed: {err}")))
+            }
+        };
+        debug!(identities = ?users, "the servers authenticated the session as");
+        match users
+            .iter()
+            .any(|id| id.scheme() == "sasl" && id.user() == user)
+        {
+            true => Ok(client),
+            false => Err(self.refusal(
+                target,
+                "the servers did not authenticate the session (is SASL enabled on them?)".into(),
+            )),
+        }
+    }
+
+    /// An [`Error::AuthFailed`] that ends the dial: authentication was not done, `why`.
+    fn refusal(&self, target: &str, why: String) -> Refusal {
+        Refusal::Final(Error::AuthFailed {
+            hosts: target.to_owned(),
+            reason: format!("{}: {why}", self.refused),
+        })
     }
 
     /// The error that ends the dial at once, if `err` is one; else `err` back.
@@ -156,6 +203,18 @@ impl Dialer {
             }),
             false => Ok(findings),
         }
+    }
+}
+
+/// Why a round gave no session: the client's error, or one that ends the dial.
+enum Refusal {
+    Zk(zookeeper_client::Error),
+    Final(Error),
+}
+
+impl From<zookeeper_client::Error> for Refusal {
+    fn from(err: zookeeper_client::Error) -> Refusal {
+        Refusal::Zk(err)
     }
 }
 
