@@ -306,3 +306,41 @@ async fn sasl_asked_of_a_server_without_sasl_is_refused() {
     }
     assert!(started.elapsed() < Duration::from_secs(5), "not promptly");
 }
+
+/// Whether each of this process's TCP connections to `server` has `TCP_NODELAY`.
+#[cfg(target_os = "linux")]
+fn nodelay_to(server: std::net::SocketAddr) -> Vec<bool> {
+    use std::os::fd::FromRawFd;
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap().flatten();
+    fds.filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter_map(|fd: i32| {
+            // SAFETY: borrowed for a look, never closed (ManuallyDrop); a descriptor that
+            // is not a socket only makes the calls fail.
+            let stream =
+                std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+            (stream.peer_addr().ok()? == server).then(|| stream.nodelay().ok())?
+        })
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sessions_connections_get_tcp_nodelay() {
+    // Its own server: no other client of this process connects to it.
+    let ensemble = Ensemble::start(1).await;
+    let server = ensemble.address(0).parse().unwrap();
+    let s = session(&ensemble.address(0), Duration::from_secs(10)).await;
+    assert_eq!(nodelay_to(server), [true], "after connecting");
+    // A new connection, after a server restart, gets it too.
+    let mut seen = record_events(&s);
+    ensemble.restart(0).await;
+    await_events(&mut seen, &[SessionEvent::Reconnected], PATIENCE).await;
+    // Nothing announces when it is set (off the runtime's workers): look until it is.
+    bounded("TCP_NODELAY on the new connection", PATIENCE, async {
+        while nodelay_to(server) != [true] {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    s.close();
+}

@@ -11,7 +11,7 @@ use zookeeper_client::Client;
 
 use super::credentials::{Credentials, Login, Secret};
 use super::dialer::Dialer;
-use super::nodelay::Sockets;
+use super::nodelay::Servers;
 use super::probe::Transport;
 #[cfg(feature = "tls")]
 use super::tls::TlsSettings;
@@ -216,11 +216,12 @@ impl SessionBuilder {
             tls = self.tls_enabled(),
         );
         async move {
-            let mut sockets = Sockets::before_connecting(&target);
             let client = dialer.dial(&target).await?;
-            sockets.set_nodelay_on_new();
+            let servers = Servers::of(&target);
+            // Before the session's first requests; a failure only costs speed.
+            let _ = servers.set_nodelay().await;
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
-            Ok(Session::start(self, dialer, target, client, sockets))
+            Ok(Session::start(self, dialer, target, client, servers))
         }
         .instrument(span)
         .await

@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
 
 use dialer::Dialer;
-use nodelay::Sockets;
+use nodelay::Servers;
 
 pub use builder::SessionBuilder;
 pub(crate) use connection::{
@@ -190,7 +190,7 @@ impl Session {
         dialer: Dialer,
         target: String,
         client: Client,
-        sockets: Sockets,
+        servers: Servers,
     ) -> Session {
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
@@ -208,7 +208,7 @@ impl Session {
             session: Arc::downgrade(&inner),
             armed: true,
         };
-        let keeper = tokio::spawn(keep(abandoned, target, Arc::downgrade(&client), sockets));
+        let keeper = tokio::spawn(keep(abandoned, target, Arc::downgrade(&client), servers));
         if let Ok(mut slot) = inner.keeper.lock() {
             *slot = Some(keeper);
         }
@@ -364,8 +364,8 @@ impl Session {
 /// If this future is dropped before it is done (its runtime shut down, even before it first
 /// ran), `abandoned` ends the session with [`CloseReason::RuntimeGone`]: nothing would
 /// watch or renew it any more.
-async fn keep(mut abandoned: Abandoned, target: String, client: Weak<Client>, sockets: Sockets) {
-    keep_until_done(abandoned.session.clone(), target, client, sockets).await;
+async fn keep(mut abandoned: Abandoned, target: String, client: Weak<Client>, servers: Servers) {
+    keep_until_done(abandoned.session.clone(), target, client, servers).await;
     abandoned.armed = false;
 }
 
@@ -392,7 +392,7 @@ async fn keep_until_done(
     inner: Weak<Inner>,
     target: String,
     mut client: Weak<Client>,
-    mut sockets: Sockets,
+    servers: Servers,
 ) {
     loop {
         let Some(states) = client
@@ -401,7 +401,7 @@ async fn keep_until_done(
         else {
             return;
         };
-        let ended = follow(&inner, states, &mut sockets).await;
+        let ended = follow(&inner, states, &servers).await;
         let Some(session) = inner.upgrade() else {
             return;
         };
@@ -425,7 +425,8 @@ async fn keep_until_done(
                 return;
             }
         };
-        sockets.set_nodelay_on_new();
+        // Runs by itself, off the runtime's workers.
+        drop(servers.set_nodelay());
         client = Arc::downgrade(&renewed);
         session.current.send_replace(Current::Live(renewed));
         session.events.send_replace(SessionEvent::Connected);
@@ -436,7 +437,7 @@ async fn keep_until_done(
 async fn follow(
     inner: &Weak<Inner>,
     (mut states, session_id): (zookeeper_client::StateWatcher, zookeeper_client::SessionId),
-    sockets: &mut Sockets,
+    servers: &Servers,
 ) -> SessionState {
     // The client may have left the connected state before this task first ran (a loaded
     // machine): start from the state it is in, not from its next change.
@@ -451,7 +452,7 @@ async fn follow(
         let event = match state {
             SessionState::Disconnected => SessionEvent::Suspended,
             SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
-                sockets.set_nodelay_on_new();
+                drop(servers.set_nodelay());
                 SessionEvent::Reconnected
             }
             SessionState::Expired | SessionState::AuthFailed => {
