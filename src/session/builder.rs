@@ -208,7 +208,7 @@ impl SessionBuilder {
     /// Cancel safe: dropping the future abandons the attempt and leaves no session behind.
     pub async fn connect(self, hosts: &str) -> Result<Session> {
         let target = self.target(hosts)?;
-        let dialer = self.dialer()?;
+        let dialer = self.dialer(&target)?;
         let span = info_span!(
             "zk.connect",
             hosts = %target,
@@ -217,7 +217,7 @@ impl SessionBuilder {
         );
         async move {
             let client = dialer.dial(&target).await?;
-            let servers = Servers::of(&target);
+            let servers = Servers::new(dialer.hosts());
             // Before the session's first requests; a failure only costs speed.
             let _ = servers.set_nodelay().await;
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
@@ -227,8 +227,9 @@ impl SessionBuilder {
         .await
     }
 
-    /// Checks the credentials, the ACL and the TLS settings; the dialer that applies them.
-    fn dialer(&self) -> Result<Dialer> {
+    /// Checks the timeouts, the credentials, the ACL and the TLS settings; the dialer that
+    /// applies them to `target`.
+    fn dialer(&self, target: &str) -> Result<Dialer> {
         check_timeout("session", self.session_timeout)?;
         check_timeout("connection", self.connection_timeout)?;
         self.credentials.validate()?;
@@ -248,6 +249,7 @@ impl SessionBuilder {
             Transport::Plain => connector,
         };
         Ok(Dialer::new(
+            target,
             connector,
             transport,
             self.connection_timeout,

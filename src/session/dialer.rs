@@ -24,6 +24,7 @@
 //! user among the session's identities, the dial fails with [`Error::AuthFailed`].
 
 use std::fmt::{self, Write as _};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, debug_span, Instrument};
@@ -44,6 +45,8 @@ pub(crate) struct Dialer {
     transport: Transport,
     /// Whether plain `host:port` entries are reached over TLS.
     secure: bool,
+    /// The hosts of the connect string, read once.
+    hosts: Arc<[Host]>,
     connection_timeout: Duration,
     /// The reason of an [`Error::AuthFailed`].
     refused: String,
@@ -61,8 +64,10 @@ impl fmt::Debug for Dialer {
 }
 
 impl Dialer {
-    /// A dialer with `connector` (credentials and TLS already applied).
+    /// A dialer for the connect string `target` with `connector` (credentials and TLS
+    /// already applied).
     pub(super) fn new(
+        target: &str,
         connector: Connector,
         transport: Transport,
         connection_timeout: Duration,
@@ -74,10 +79,16 @@ impl Dialer {
             connector: connector.with_fail_eagerly(),
             transport,
             secure,
+            hosts: probe::hosts(target, secure).into(),
             connection_timeout,
             refused,
             sasl_user,
         }
+    }
+
+    /// The hosts of the connect string.
+    pub(super) fn hosts(&self) -> Arc<[Host]> {
+        self.hosts.clone()
     }
 
     /// Makes a new session on `target` (the connect string with its chroot).
@@ -186,9 +197,8 @@ impl Dialer {
 
     /// Looks at every host; fails with [`Error::Tls`] if each one refused the TLS settings.
     async fn look(&self, target: &str, deadline: Instant) -> Result<Vec<(Host, Finding)>> {
-        let hosts = probe::hosts(target, self.secure);
         let limit = deadline.saturating_duration_since(Instant::now());
-        let findings = probe::look_at_all(hosts, &self.transport, limit)
+        let findings = probe::look_at_all(self.hosts.to_vec(), &self.transport, limit)
             .instrument(debug_span!("zk.connect.probe"))
             .await;
         for (host, finding) in &findings {

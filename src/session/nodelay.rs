@@ -27,7 +27,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tracing::debug;
 
-use super::probe::{self, Host};
+use super::probe::Host;
 
 /// The servers of one session, whose connections get `TCP_NODELAY`.
 #[derive(Clone, Debug)]
@@ -36,11 +36,9 @@ pub(crate) struct Servers {
 }
 
 impl Servers {
-    /// The servers of the connect string `target` (`host:port,tcp+tls://host:port/chroot`).
-    pub(crate) fn of(target: &str) -> Servers {
-        Servers {
-            hosts: probe::hosts(target, false).into(),
-        }
+    /// The servers of a connect string, as the dialer read it.
+    pub(crate) fn new(hosts: Arc<[Host]>) -> Servers {
+        Servers { hosts }
     }
 
     /// Sets `TCP_NODELAY` on the process's sockets connected to one of the servers that do
@@ -190,9 +188,13 @@ mod tests {
 
     use super::*;
 
+    fn of(target: &str) -> Servers {
+        Servers::new(crate::session::probe::hosts(target, false).into())
+    }
+
     #[test]
     fn resolves_every_entry_of_a_connect_string() {
-        let servers = Servers::of("127.0.0.1:1,tcp+tls://127.0.0.1:2,tcp://[::1]:3/chroot");
+        let servers = of("127.0.0.1:1,tcp+tls://127.0.0.1:2,tcp://[::1]:3/chroot");
         let resolved = addresses(&servers.hosts);
         let expected: HashSet<SocketAddr> = ["127.0.0.1:1", "127.0.0.1:2", "[::1]:3"]
             .iter()
@@ -207,7 +209,7 @@ mod tests {
         let listener = TcpListener::bind("0.0.0.0:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let other = TcpListener::bind("127.0.0.1:0").unwrap();
-        let servers = Servers::of(&format!("tcp+tls://127.0.0.1:{port}"));
+        let servers = of(&format!("tcp+tls://127.0.0.1:{port}"));
         let ours = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let same_port = TcpStream::connect(("127.0.0.2", port)).unwrap();
         let other_port = TcpStream::connect(other.local_addr().unwrap()).unwrap();
