@@ -1,70 +1,16 @@
 //! How a `Session` ends for good without `close()`: a new session after expiry that the
 //! servers refuse for good, and the tokio runtime that ran the session shutting down.
 
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 use zk_harness::{
-    await_events, bounded, live_client, record_events, Ensemble, ServerConfig, PATIENCE,
+    await_events, bounded, live_client, record_events, Ensemble, Forwarder, ServerConfig, PATIENCE,
 };
 use zk_recipes::{CloseReason, Error, Mutex, Session, SessionEvent};
 
 const USER: &str = "orders-svc";
 const PASSWORD: &str = "correct horse battery staple";
 const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
-
-/// Forwards a local port to one server's port, which can be changed; changing it drops
-/// the connections made so far.
-struct Forwarder {
-    address: String,
-    target: Arc<AtomicU16>,
-    generation: watch::Sender<u64>,
-    /// How many connections it accepted.
-    accepted: watch::Receiver<usize>,
-}
-
-impl Forwarder {
-    async fn start(port: u16) -> Forwarder {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        let target = Arc::new(AtomicU16::new(port));
-        let (generation, _) = watch::channel(0);
-        let (count, accepted) = watch::channel(0);
-        let (to, generations) = (target.clone(), generation.subscribe());
-        tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                count.send_modify(|n| *n += 1);
-                let port = to.load(Ordering::SeqCst);
-                let mut cut = generations.clone();
-                cut.borrow_and_update();
-                tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(("127.0.0.1", port)).await else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = cut.changed() => {}
-                    }
-                });
-            }
-        });
-        Forwarder {
-            address,
-            target,
-            generation,
-            accepted,
-        }
-    }
-
-    /// Forwards to `port` from now on, and drops the connections to the old one.
-    fn retarget(&self, port: u16) {
-        self.target.store(port, Ordering::SeqCst);
-        self.generation.send_modify(|g| *g += 1);
-    }
-}
 
 fn port(ensemble: &Ensemble) -> u16 {
     let address = ensemble.address(0);
@@ -86,7 +32,7 @@ async fn a_renewal_refused_for_good_ends_the_session() {
         Session::builder()
             .session_timeout(SESSION_TIMEOUT)
             .sasl_digest_md5(USER, PASSWORD)
-            .connect(&forwarder.address),
+            .connect(&forwarder.address()),
     )
     .await
     .expect("the first server takes the credentials");
@@ -123,7 +69,7 @@ async fn a_renewal_that_cannot_reach_a_server_keeps_trying() {
         Session::builder()
             .session_timeout(SESSION_TIMEOUT)
             .connection_timeout(Duration::from_millis(500))
-            .connect(&forwarder.address),
+            .connect(&forwarder.address()),
     )
     .await
     .expect("connect");
@@ -137,7 +83,7 @@ async fn a_renewal_that_cannot_reach_a_server_keeps_trying() {
     await_events(&mut seen, &[SessionEvent::Expired], PATIENCE).await;
     // Dials fail as unreachable (each is one connection of the client, one of the look at
     // the host); the session keeps trying.
-    let mut accepted = forwarder.accepted.clone();
+    let mut accepted = forwarder.accepted();
     let before = *accepted.borrow_and_update();
     zk_harness::await_watch("three more dials", &mut accepted, |&n| n >= before + 6).await;
     assert!(s.close_reason().is_none(), "{:?}", s.close_reason());
