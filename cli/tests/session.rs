@@ -1,12 +1,13 @@
-//! `elect` and `observe` when the session ends for good: after expiry, a new session the
-//! servers refuse (here: SASL credentials they do not know) ends zk-recipes with 69 and
-//! the reason, instead of retrying forever.
+//! Sessions the servers refuse: SASL asked of a server without SASL (exit 69, CMD not
+//! run), and, for `elect` and `observe`, a new session after expiry that the servers refuse
+//! (here: SASL credentials they do not know), which ends zk-recipes with 69 and the reason
+//! instead of retrying forever.
 
 mod support;
 
 use std::process::Stdio;
 
-use support::{exit_within, start, zk_recipes, Scratch};
+use support::{exit_within, start, zk_recipes, Scratch, Test};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use zk_harness::{
@@ -21,6 +22,13 @@ async fn sasl_server(password: &str) -> Ensemble {
     Ensemble::start_with(1, &ServerConfig::default().sasl_users(&[(USER, password)])).await
 }
 
+/// Writes `user:password` to `path`, readable by its owner only.
+fn write_auth(path: &std::path::Path, password: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, format!("{USER}:{password}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 fn port(ensemble: &Ensemble) -> u16 {
     let address = ensemble.address(0);
     address.rsplit_once(':').unwrap().1.parse().unwrap()
@@ -30,7 +38,7 @@ fn port(ensemble: &Ensemble) -> u16 {
 /// `forwarder`.
 fn command(forwarder: &Forwarder, scratch: &Scratch, subcommand: &str, args: &[&str]) -> Command {
     let auth = scratch.file("auth");
-    std::fs::write(&auth, format!("{USER}:{PASSWORD}")).unwrap();
+    write_auth(&auth, PASSWORD);
     let mut command = zk_recipes(&forwarder.address());
     command
         .arg(subcommand)
@@ -78,4 +86,25 @@ async fn elect_and_observe_exit_69_when_a_new_session_is_refused() {
             "{what}: {stderr}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_against_a_server_without_sasl_exits_69_without_running_cmd() {
+    let test = Test::new("sasl-without-sasl").await;
+    let auth = test.scratch.file("auth");
+    write_auth(&auth, "not the password");
+    let marker = test.scratch.file("ran");
+    let mut lock = test.command(&["lock", "--sasl", "--auth-file"]);
+    lock.arg(&auth)
+        .args([&test.root, "--", "touch"])
+        .arg(&marker)
+        .stderr(Stdio::piped());
+    let output = bounded("zk-recipes to exit", PATIENCE, lock.output())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("did not authenticate"), "{stderr}");
+    assert!(!marker.exists(), "CMD ran unauthenticated");
+    assert!(test.children().await.is_empty());
 }
