@@ -291,6 +291,7 @@ async fn paths_the_server_refuses_are_refused_before_anything_is_created() {
     observer.delete(&root, None).await.unwrap();
 }
 
+#[cfg(feature = "sasl")]
 #[tokio::test(flavor = "multi_thread")]
 async fn sasl_asked_of_a_server_without_sasl_is_refused() {
     let hosts = Ensemble::shared(1).await.connect_string();

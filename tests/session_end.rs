@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use zk_harness::{
-    await_events, bounded, live_client, record_events, Ensemble, Forwarder, ServerConfig, PATIENCE,
+    await_events, bounded, live_client, record_events, Ensemble, Forwarder, PATIENCE,
 };
 use zk_recipes::{CloseReason, Error, Mutex, Session, SessionEvent};
 
+#[cfg(feature = "sasl")]
 const USER: &str = "orders-svc";
+#[cfg(feature = "sasl")]
 const PASSWORD: &str = "correct horse battery staple";
 const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 
@@ -17,11 +19,17 @@ fn port(ensemble: &Ensemble) -> u16 {
     address.rsplit_once(':').unwrap().1.parse().unwrap()
 }
 
+#[cfg(feature = "sasl")]
 /// A server with SASL DIGEST-MD5 user `USER` whose password is `password`.
 async fn sasl_server(password: &str) -> Ensemble {
-    Ensemble::start_with(1, &ServerConfig::default().sasl_users(&[(USER, password)])).await
+    Ensemble::start_with(
+        1,
+        &zk_harness::ServerConfig::default().sasl_users(&[(USER, password)]),
+    )
+    .await
 }
 
+#[cfg(feature = "sasl")]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_renewal_refused_for_good_ends_the_session() {
     let (first, second) = tokio::join!(sasl_server(PASSWORD), sasl_server("another password"));
