@@ -6,16 +6,18 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{
-    Blockers, Contender, Holding, Left, Loss, NodeWatch, Queue, Trust, Turn, Wait, MAX_DATA,
+    Announce, Blockers, Contender, Holding, Left, Loss, NodeWatch, Queue, Trust, Turn, Wait,
+    MAX_DATA,
 };
 use crate::session::Session;
 
@@ -84,7 +86,11 @@ pub struct LeaderElection {
     queue: Queue,
     id: Arc<str>,
     rejoin: bool,
+    backoff: Duration,
 }
+
+/// The first pause [`LeaderElection::run`] makes after a term that ended quickly.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
 impl LeaderElection {
     /// An election on `path` in which this process takes part as `id`.
@@ -111,6 +117,7 @@ impl LeaderElection {
             queue: Queue::new(path, "latch-", Blockers::Every, session.node_acl())?,
             id: id.into(),
             rejoin: true,
+            backoff: Duration::from_secs(10),
         })
     }
 
@@ -118,6 +125,16 @@ impl LeaderElection {
     /// (default `true`). With `false` its campaign ends with [`Error::SessionExpired`].
     pub fn rejoin_after_expiry(mut self, rejoin: bool) -> LeaderElection {
         self.rejoin = rejoin;
+        self
+    }
+
+    /// The longest pause [`run`](Self::run) makes before it joins again after a term that
+    /// ended quickly (default 10 s), so that a leader whose work fails at once (its
+    /// database is down) does not hammer the ensemble with terms. The pause starts at
+    /// 100 ms and doubles, up to this, while terms keep ending within the pause before
+    /// them; a term that lasts longer than that starts it again at 100 ms. Zero: no pause.
+    pub fn backoff(mut self, max: Duration) -> LeaderElection {
+        self.backoff = max;
         self
     }
 
@@ -210,8 +227,9 @@ impl LeaderElection {
 
     /// Leads whenever this process is elected: joins, waits for leadership, runs
     /// `lead(leadership)`, and gives leadership up when `lead` returns or leadership is
-    /// lost (then `lead`'s future is dropped); joins again and repeats. Returns only on
-    /// error; drop the future to stop (the node is deleted).
+    /// lost (then `lead`'s future is dropped); joins again and repeats, after a pause if the
+    /// term was short (see [`backoff`](Self::backoff)). Returns only on error; drop the
+    /// future to stop (the node is deleted).
     ///
     /// # Notable errors
     /// As [`join`](Self::join).
@@ -223,17 +241,27 @@ impl LeaderElection {
         F: FnMut(Leadership) -> Fut,
         Fut: Future<Output = ()>,
     {
+        let mut pause = Duration::ZERO;
         loop {
             let candidate = self.join().await?;
             let leadership = candidate.leadership().await?;
-            let term = leadership.term();
+            let (term, started) = (leadership.term(), tokio::time::Instant::now());
             tokio::select! {
                 () = lead(leadership.clone()) => info!(term, "leader finished its work"),
                 loss = leadership.lost() => warn!(term, ?loss, "leadership lost while leading"),
             }
             match candidate.resign().await {
-                Ok(()) | Err(Error::LockLost { .. } | Error::ConnectionLoss) => {}
+                Ok(()) | Err(Error::LockLost { .. }) => {}
                 Err(err) => return Err(err),
+            }
+            pause = match started.elapsed() > pause.max(FIRST_BACKOFF) {
+                true => Duration::ZERO,
+                false => (pause * 2).clamp(FIRST_BACKOFF, self.backoff.max(FIRST_BACKOFF)),
+            }
+            .min(self.backoff);
+            if !pause.is_zero() {
+                debug!(?pause, "the term was short; pausing before joining again");
+                tokio::time::sleep(pause).await;
             }
         }
     }
@@ -321,13 +349,16 @@ impl Candidate {
         }
     }
 
-    /// Leaves the election and waits until the node is deleted, so the next candidate can
-    /// lead.
+    /// Leaves the election and returns once the node is gone (deleted, or gone with its
+    /// session), so the next candidate can lead. While the connection is down it waits for
+    /// it to come back, at most until the servers would have expired the session (1.5
+    /// session timeouts); it never fails for a connection that is down.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if the node was already gone (session expired, deleted).
-    /// * [`Error::ConnectionLoss`] at once if the connection is down; the node is deleted
-    ///   in the background.
+    /// * [`Error::LockLost`] if it led and its leadership was lost before the call, or its
+    ///   node was already gone (session expired, deleted).
+    /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
+    ///   session ends.
     ///
     /// # Cancel safety
     /// Cancel safe: the node is deleted in the background.
@@ -469,7 +500,7 @@ async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Re
             warn!(?loss, "stepped down");
             match loss {
                 // The session may have survived: keep the node, and look at it once back.
-                Loss::Suspended => seat.step_down(true),
+                Loss::Suspended | Loss::Lapsed => seat.step_down(true),
                 Loss::NodeDeleted => seat.step_down(false),
                 Loss::SessionExpired if election.rejoin => seat.step_down(false),
                 Loss::SessionExpired => return Err(Error::SessionExpired),
@@ -487,7 +518,13 @@ impl Seat {
         else {
             return;
         };
-        let holding = Holding::start(contender, NodeWatch::Now);
+        // The role steps down as part of the loss: whoever sees the loss sees it.
+        let roles = report.roles.clone();
+        let step_down: Announce = Box::new(move || {
+            roles
+                .send_if_modified(|role| std::mem::replace(role, Role::Follower) != Role::Follower);
+        });
+        let holding = Holding::start(contender, NodeWatch::Now, Some(step_down));
         let leadership = Leadership {
             term: holding.token(),
             node: holding.node().into(),
@@ -519,7 +556,7 @@ impl Seat {
         };
         let node = contender.node().to_owned();
         match contender.leave().await? {
-            Left::Deleted => {
+            Left::Deleted | Left::WithSession => {
                 info!(%node, "resigned");
                 Ok(())
             }

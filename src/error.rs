@@ -86,9 +86,9 @@ pub enum Error {
 
     /// The connection is down, or broke while the operation was in flight (then whether it
     /// took effect is unknown). The session may still be alive: retry. Operations that
-    /// never wait ([`Mutex::try_lock`](crate::Mutex::try_lock), observers, releases) return
-    /// it at once instead of waiting for the connection; a release then finishes in the
-    /// background.
+    /// never wait ([`Mutex::try_lock`](crate::Mutex::try_lock), observers) return it at once
+    /// instead of waiting for the connection. Releases never return it: they wait for the
+    /// connection, at most until the session would have expired.
     #[error("connection to ZooKeeper lost; the outcome of the operation is unknown")]
     ConnectionLoss,
 

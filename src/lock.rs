@@ -237,13 +237,17 @@ impl MutexGuard {
 
     /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)). Deletion of the
     /// node by someone else is noticed from 10 ms after acquisition on (at once once
-    /// `lost()` has been awaited); expiry, suspension and closing from the start.
+    /// `lost()` has been awaited); expiry, suspension and closing from the start; a session
+    /// the servers have not confirmed in time ([`Loss::Lapsed`]) at the first look, read
+    /// from the clock, even right after the process wakes from a pause.
     pub fn is_lost(&self) -> bool {
         self.holding.trust().is_lost()
     }
 
     /// Resolves once the lock can no longer be trusted: the session expired or was closed,
-    /// the connection was suspended, or the node was deleted; says which.
+    /// the connection was suspended, the node was deleted, or the servers have not confirmed
+    /// the session for a session timeout ([`Loss::Lapsed`]: they may have expired it); says
+    /// which.
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -251,21 +255,32 @@ impl MutexGuard {
         self.holding.trust().lost().await
     }
 
-    /// Releases the lock and waits until the server confirms. A guard made by
-    /// [`reenter`](Self::reenter) (or the one it was made from) only gives up its share; the
-    /// node goes with the last guard.
+    /// Releases the lock and returns once its node is gone: deleted, or gone with its
+    /// session. While the connection is down it waits for it to come back, at most until
+    /// the servers would have expired the session (1.5 session timeouts); it never fails
+    /// for a connection that is down. A guard made by [`reenter`](Self::reenter) (or the one
+    /// it was made from) only gives up its share; the node goes with the last guard.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if the lock was lost before the release. The node, if it is
-    ///   still there, is deleted all the same; if the session is gone this returns at once.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down or broke during the
-    ///   delete; the node is then deleted in the background.
+    /// * [`Error::LockLost`] if the lock was lost before the release (what was done under
+    ///   it may have overlapped with another holder), also for a share that is not the
+    ///   last. The node, if it is still there, is deleted all the same; if the session is
+    ///   gone this returns at once.
+    /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
+    ///   session ends.
     ///
     /// # Cancel safety
-    /// Cancel safe: an unfinished release is finished in the background.
+    /// Cancel safe: an unfinished release goes on in the background until the node is gone
+    /// or its session is.
     pub async fn release(self) -> Result<()> {
-        let Ok(holding) = Arc::try_unwrap(self.holding) else {
-            return Ok(());
+        let holding = match Arc::try_unwrap(self.holding) {
+            Ok(holding) => holding,
+            Err(shared) if shared.trust().is_lost() => {
+                return Err(Error::LockLost {
+                    node: shared.node().to_owned(),
+                })
+            }
+            Err(_) => return Ok(()),
         };
         // Boxed: a caller that awaits `lock()` then `release()` in one future reserves room
         // for the larger of the two, for as long as it waits for the lock.

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::lock::Mutex;
 use crate::path;
 use crate::queue::{guard_methods, Blockers, Holding, Queue, Wait};
-use crate::session::{retry, Session};
+use crate::session::{reconnected, retry, Session};
 
 /// What the leases node's data says before the maximum its users agreed on.
 const RECORD: &str = "zk-recipes max leases ";
@@ -212,14 +212,26 @@ impl Semaphore {
 
     /// Inside the gate: checks the maximum, waits for few enough leases, records it.
     async fn lease(&self, wait: Wait) -> Result<Option<Holding>> {
-        let checked = pin!(async {
-            let client = match wait {
-                Wait::Never => self.session.connected()?,
-                Wait::Until(_) | Wait::Forever => self.session.live().await?,
-            };
-            self.check(&client, 0).await
-        });
-        let Some(unrecorded) = wait.bound(checked).await? else {
+        let client = match wait {
+            Wait::Never => self.session.connected()?,
+            Wait::Until(_) | Wait::Forever => {
+                let live = pin!(async {
+                    let client = self.session.live().await?;
+                    reconnected(&client).await.map(|()| client)
+                });
+                match wait.bound(live).await? {
+                    Some(client) => client,
+                    None => return Ok(None),
+                }
+            }
+        };
+        // The deadline never cuts a read the servers are answering.
+        let unrecorded = {
+            let checked = pin!(self.check(&client, 0));
+            wait.bound_while_connected(&client, checked).await?
+        };
+        drop(client);
+        let Some(unrecorded) = unrecorded else {
             return Ok(None);
         };
         let span = info_span!("zk.semaphore.lease", node = field::Empty);

@@ -182,6 +182,52 @@ async fn run_requeues_after_the_work_and_dropping_it_resigns() {
     await_empty(&live_client(&s), &root).await;
 }
 
+/// A leader whose work fails at once does not hammer the ensemble: `run` pauses between
+/// short terms, doubling the pause (from 100 ms) up to its `backoff`.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_pauses_between_terms_that_end_at_once() {
+    const WATCHED: Duration = Duration::from_secs(3);
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("run-backoff");
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&s, &root, "failing").unwrap();
+    let terms = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = terms.clone();
+    let running = election.run(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async {}
+    });
+    let ran = tokio::time::timeout(WATCHED, running).await;
+    assert!(ran.is_err(), "run() ended: {ran:?}");
+    // 100 + 200 + 400 + 800 + 1600 ms of pauses fill the 3 s: at most 6 terms.
+    let terms = terms.load(Ordering::SeqCst);
+    assert!((2..=6).contains(&terms), "{terms} terms in {WATCHED:?}");
+    await_empty(&live_client(&s), &root).await;
+}
+
+/// Whoever sees a leadership's loss sees the role step down with it: `roles()` says
+/// `Follower` as soon as `lost()` resolved, in every one of 100 rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_role_steps_down_with_the_loss() {
+    let ensemble = Ensemble::shared(1).await;
+    let hosts = ensemble.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let observer = observer(&hosts).await;
+    for round in 0..100 {
+        let root = unique_root("role-with-loss");
+        let candidate = join_election(&s, &root, "a").await;
+        let roles = candidate.roles();
+        let leadership = bounded("a leads", PATIENCE, candidate.leadership())
+            .await
+            .unwrap();
+        observer.delete(leadership.node(), None).await.unwrap();
+        bounded("the loss", PATIENCE, leadership.lost()).await;
+        assert_eq!(*roles.borrow(), Role::Follower, "round {round}");
+        candidate.resign().await.ok();
+        await_empty(&observer, &root).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn observers_see_participants_in_queue_order() {
     let ensemble = Ensemble::shared(1).await;

@@ -723,3 +723,24 @@ async fn a_waiting_lock_future_stays_small() {
     eprintln!("lock() future: {size} bytes");
     assert!(size <= BOUND, "lock() future is {size} bytes, over {BOUND}");
 }
+
+/// "At most no time" still tries once, as `flock -w 0` does: a free lock is taken every
+/// time with a zero or a 1 ms timeout, and a held one is refused at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timeout_too_short_to_wait_still_tries_once() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("zero-timeout");
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let mutex = Mutex::new(&s, &root).unwrap();
+    for timeout in [Duration::ZERO, Duration::from_millis(1)] {
+        for round in 0..40 {
+            let guard = mutex.try_lock_for(timeout).await.unwrap();
+            let guard = guard.unwrap_or_else(|| panic!("{timeout:?}, round {round}: not taken"));
+            guard.release().await.unwrap();
+        }
+    }
+    let held = mutex.lock().await.unwrap();
+    assert!(mutex.try_lock_for(Duration::ZERO).await.unwrap().is_none());
+    held.release().await.unwrap();
+    await_empty(&live_client(&s), &root).await;
+}

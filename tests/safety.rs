@@ -715,9 +715,9 @@ async fn closing_the_session_stops_what_runs_on_it() {
 // ----- 8. no server reachable -----
 
 /// Finding 8. With no server reachable, `try_lock()` and `participants()` fail with
-/// `ConnectionLoss` within a second; a tolerant session's `release()` while cut off fails
-/// with `ConnectionLoss` within a second, and the node is deleted once the connection is
-/// back.
+/// `ConnectionLoss` within a second; a tolerant session's `release()` while cut off for
+/// good waits, at most until the session would have expired, and returns `Ok` with the
+/// node gone with its session (never `ConnectionLoss`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nothing_waits_while_no_server_is_reachable() {
     let ensemble = Ensemble::start(1).await;
@@ -755,7 +755,8 @@ async fn nothing_waits_while_no_server_is_reachable() {
     ensemble.restart(0).await;
     let observer = observer(&hosts).await;
     let proxy = ensemble.proxy(0).await;
-    let tolerant = tolerant_session(&proxy.address(), Duration::from_secs(6)).await;
+    const TOLERANT_TIMEOUT: Duration = Duration::from_secs(6);
+    let tolerant = tolerant_session(&proxy.address(), TOLERANT_TIMEOUT).await;
     let mut events = tolerant.events();
     let guard = Mutex::new(&tolerant, &root).unwrap().lock().await.unwrap();
     proxy.cut();
@@ -764,15 +765,15 @@ async fn nothing_waits_while_no_server_is_reachable() {
     })
     .await;
     let started = Instant::now();
-    let released = tokio::time::timeout(MEASURE, guard.release()).await;
+    let within = TOLERANT_TIMEOUT * 3 / 2 + PROMPT;
+    let released = tokio::time::timeout(within, guard.release()).await;
     let took = started.elapsed();
-    proxy.restore();
     assert!(
-        matches!(released, Ok(Err(Error::ConnectionLoss))) && took <= PROMPT,
-        "release() while cut off: {released:?} after {took:?}; \
-         required Err(ConnectionLoss) within {PROMPT:?}"
+        matches!(released, Ok(Ok(()))),
+        "release() while cut off: {released:?} after {took:?}; required Ok within {within:?}"
     );
     await_empty(&observer, &root).await;
+    proxy.restore();
 }
 
 // ----- found in the review of the fixes -----
@@ -865,6 +866,42 @@ async fn close_fails_acquisitions_entering_on_a_cut_connection() {
         "lock()s entering when the session was closed, {PROMPT:?} later: {outcomes:?}"
     );
     await_empty(&observer(&cut.ensemble.connect_string()).await, &cut.root).await;
+}
+
+/// `close()` ends at once a waiter whose hand-off request is in flight on a connection
+/// that answers nothing (its proxy holds back what it sends): the waiting `lock()` fails
+/// with `Closed` within a second, and the node goes with the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn close_ends_a_waiter_whose_request_is_in_flight() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("close-in-flight");
+    let observer = observer(&ensemble.connect_string()).await;
+    let holding = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let proxy = ensemble.proxy(0).await;
+    let waiting = session(&proxy.address(), Duration::from_secs(4)).await;
+    let guard = Mutex::new(&holding, &root).unwrap().lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let mutex = Mutex::new(&waiting, &root).unwrap();
+        async move { mutex.lock().await.map(|guard| guard.node().to_owned()) }
+    });
+    await_count(&observer, &root, 2).await;
+    ensemble
+        .await_watcher(guard.node(), &session_id(&waiting))
+        .await;
+    // The waiter hears the holder's node deleted by someone (no left-first signal), and
+    // asks the servers: its request never reaches them.
+    proxy.mute();
+    observer.delete(guard.node(), None).await.unwrap();
+    drop(guard); // its node is gone already
+                 // Nothing outside the client shows that it sent its request: give it the time.
+    tokio::time::sleep(SETTLE).await;
+    let closed_at = Instant::now();
+    waiting.close();
+    let ended = bounded("the waiter ends", PROMPT, waiter).await.unwrap();
+    assert!(matches!(ended, Err(Error::Closed)), "lock(): {ended:?}");
+    assert!(closed_at.elapsed() <= PROMPT);
+    proxy.restore();
+    await_empty(&observer, &root).await;
 }
 
 // ----- interference: a nemesis deletes and writes contender nodes -----

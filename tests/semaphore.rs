@@ -419,3 +419,21 @@ async fn at_most_max_leases_under_a_nemesis() {
     let rule = Rule::AtMost(NEMESIS_MAX as usize);
     under_nemesis("nemesis-sem", lease_loop, 3, 15, &arenas, rule).await;
 }
+
+/// "At most no time" still tries once, as `flock -w 0` does: a free semaphore is taken
+/// every time with a zero or a 1 ms timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timeout_too_short_to_wait_still_tries_once() {
+    let ensemble = Ensemble::shared(1).await;
+    let path = unique_root("sem-zero");
+    let session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let semaphore = Semaphore::new(&session, &path, 3).unwrap();
+    for timeout in [Duration::ZERO, Duration::from_millis(1)] {
+        for round in 0..40 {
+            let lease = semaphore.try_acquire_for(timeout).await.unwrap();
+            let lease = lease.unwrap_or_else(|| panic!("{timeout:?}, round {round}: not taken"));
+            lease.release().await.unwrap();
+        }
+    }
+    await_nothing_left(&live_client(&session), &path).await;
+}

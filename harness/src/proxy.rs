@@ -1,6 +1,8 @@
-//! A TCP proxy in front of one server, to cut one client off the ensemble, or to hold back
-//! its requests while the server's messages still reach it.
+//! A TCP proxy in front of one server, to cut one client off the ensemble, to hold back
+//! its requests while the server's messages still reach it, or to drop the connection
+//! whenever the client sends a request of a chosen kind.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,10 +22,19 @@ enum State {
     Closed,
 }
 
+/// Which requests a proxy refuses to pass on: of this opcode, this many more times.
+#[derive(Debug, Default)]
+struct Drops {
+    opcode: i32,
+    left: usize,
+    dropped: usize,
+}
+
 /// Forwards `127.0.0.1:<own port>` to one server's client port. Dropping it stops it.
 pub struct Proxy {
     address: String,
     state: watch::Sender<State>,
+    drops: Arc<Mutex<Drops>>,
 }
 
 impl Proxy {
@@ -35,8 +46,28 @@ impl Proxy {
         let address = listener.local_addr().unwrap().to_string();
         let (state, _) = watch::channel(State::Open);
         let states = state.subscribe();
-        tokio::spawn(accept_loop(listener, server_port, states));
-        Proxy { address, state }
+        let drops = Arc::new(Mutex::new(Drops::default()));
+        tokio::spawn(accept_loop(listener, server_port, states, drops.clone()));
+        Proxy {
+            address,
+            state,
+            drops,
+        }
+    }
+
+    /// From now on, the next `times` requests of ZooKeeper opcode `opcode` (2 delete, 14
+    /// multi, 1 create, ...) never reach the server: the proxy closes the client's connection
+    /// instead of passing each on, so the client cannot know whether it took effect.
+    /// Requests sent before it on the same connection are passed on.
+    pub fn drop_requests(&self, opcode: i32, times: usize) {
+        let mut drops = self.drops.lock().expect("drops");
+        drops.opcode = opcode;
+        drops.left = times;
+    }
+
+    /// How many requests [`drop_requests`](Self::drop_requests) has kept from the server.
+    pub fn dropped(&self) -> usize {
+        self.drops.lock().expect("drops").dropped
     }
 
     /// Connect string for a client that should go through the proxy.
@@ -77,7 +108,12 @@ impl Drop for Proxy {
     }
 }
 
-async fn accept_loop(listener: TcpListener, server_port: u16, mut states: watch::Receiver<State>) {
+async fn accept_loop(
+    listener: TcpListener,
+    server_port: u16,
+    mut states: watch::Receiver<State>,
+    drops: Arc<Mutex<Drops>>,
+) {
     loop {
         tokio::select! {
             changed = states.changed() => {
@@ -91,7 +127,7 @@ async fn accept_loop(listener: TcpListener, server_port: u16, mut states: watch:
                     drop(client);
                     continue;
                 }
-                tokio::spawn(forward(client, server_port, states.clone()));
+                tokio::spawn(forward(client, server_port, states.clone(), drops.clone()));
             }
         }
     }
@@ -101,7 +137,12 @@ fn forwarding(state: State) -> bool {
     matches!(state, State::Open | State::Muted | State::Trickling)
 }
 
-async fn forward(client: TcpStream, server_port: u16, states: watch::Receiver<State>) {
+async fn forward(
+    client: TcpStream,
+    server_port: u16,
+    states: watch::Receiver<State>,
+    drops: Arc<Mutex<Drops>>,
+) {
     let Ok(server) = TcpStream::connect(("127.0.0.1", server_port)).await else {
         return;
     };
@@ -119,7 +160,7 @@ async fn forward(client: TcpStream, server_port: u16, states: watch::Receiver<St
     };
     tokio::select! {
         _ = downstream(&mut from_server, &mut to_client, states.clone()) => {}
-        _ = upstream(&mut from_client, &mut to_server, states) => {}
+        _ = upstream(&mut from_client, &mut to_server, states, &drops) => {}
         _ = cut => {}
     }
     // Both sockets drop here: the client sees its connection end.
@@ -152,13 +193,16 @@ async fn downstream(
     }
 }
 
-/// Copies client to server except while muted; returns when either side closes.
+/// Copies client to server except while muted, a whole request at a time; returns when
+/// either side closes, or instead of passing on a request that is to be dropped.
 async fn upstream(
     from: &mut OwnedReadHalf,
     to: &mut OwnedWriteHalf,
     mut states: watch::Receiver<State>,
+    drops: &Mutex<Drops>,
 ) -> std::io::Result<()> {
     let mut buf = vec![0; 16 * 1024];
+    let mut frames = Frames::default();
     loop {
         while *states.borrow_and_update() == State::Muted {
             if states.changed().await.is_err() {
@@ -171,7 +215,13 @@ async fn upstream(
                 if n == 0 {
                     return Ok(());
                 }
-                to.write_all(&buf[..n]).await?;
+                frames.pending.extend_from_slice(&buf[..n]);
+                while let Some(frame) = frames.next() {
+                    if frames.seen > 1 && take_drop(drops, &frame) {
+                        return Ok(());
+                    }
+                    to.write_all(&frame).await?;
+                }
             }
             changed = states.changed() => {
                 if changed.is_err() {
@@ -180,4 +230,39 @@ async fn upstream(
             }
         }
     }
+}
+
+/// The client's bytes cut into ZooKeeper frames (a 4-byte big-endian length, then that
+/// many bytes); the first frame of a connection is its connect request.
+#[derive(Default)]
+struct Frames {
+    pending: Vec<u8>,
+    /// How many frames were taken so far, this one included.
+    seen: usize,
+}
+
+impl Frames {
+    fn next(&mut self) -> Option<Vec<u8>> {
+        let header: [u8; 4] = self.pending.get(..4)?.try_into().ok()?;
+        let len = 4 + usize::try_from(u32::from_be_bytes(header)).ok()?;
+        if self.pending.len() < len {
+            return None;
+        }
+        self.seen += 1;
+        Some(self.pending.drain(..len).collect())
+    }
+}
+
+/// Whether `frame` (a request: length, xid, opcode, ...) is one to drop; counts it if so.
+fn take_drop(drops: &Mutex<Drops>, frame: &[u8]) -> bool {
+    let Some(opcode) = frame.get(8..12).and_then(|b| b.try_into().ok()) else {
+        return false;
+    };
+    let mut drops = drops.lock().expect("drops");
+    if drops.left == 0 || i32::from_be_bytes(opcode) != drops.opcode {
+        return false;
+    }
+    drops.left -= 1;
+    drops.dropped += 1;
+    true
 }

@@ -20,7 +20,9 @@ use crate::session::{disconnected, reconnected, retry, Session};
 impl Queue {
     /// Enters the queue with a node holding `data`, in the session's turn and on its live
     /// session, creating the root (and its missing parents, as container nodes) on first
-    /// use; `None` if `wait`'s deadline passed first.
+    /// use; `None` if `wait`'s deadline passed first. The deadline bounds waiting (for an
+    /// entry turn, a session, a connection), never the create and listing of one attempt
+    /// while the connection is up: a deadline that has passed already still tries once.
     ///
     /// A session that expires meanwhile is waited out: the contender enters on the new one.
     /// With [`Wait::Never`] nothing waits for a connection or a new session: it fails with
@@ -43,35 +45,44 @@ impl Queue {
         data: &[u8],
         wait: Wait,
     ) -> Result<Option<Contender>> {
-        let entering = pin!(async {
-            loop {
-                let (turn, client) = match wait {
-                    // Boxed: only `try_*` take this way, and it would cost every waiter room.
-                    Wait::Never => Box::pin(self.turn_now(session)).await?,
-                    Wait::Until(_) | Wait::Forever => {
+        loop {
+            let (turn, client) = match wait {
+                // Boxed: only `try_*` take this way, and it would cost every waiter room.
+                Wait::Never => Box::pin(self.turn_now(session)).await?,
+                Wait::Until(_) | Wait::Forever => {
+                    let ready = pin!(async {
                         let turn = session.entry_turn().await?;
-                        (turn, session.live().await?)
+                        let client = session.live().await?;
+                        reconnected(&client).await?;
+                        Ok((turn, client))
+                    });
+                    match wait.bound(ready).await {
+                        Ok(Some(ready)) => ready,
+                        Ok(None) => return Ok(None),
+                        Err(Error::SessionExpired) => continue,
+                        Err(err) => return Err(err),
                     }
-                };
-                // Boxed: a waiting contender need not keep room for the entering state.
-                let creating = Box::pin(async {
-                    // Closing the session ends the entry at once, even one whose create
-                    // waits in the client for a connection that is down.
-                    tokio::select! {
-                        biased;
-                        () = session.closed() => Err(Error::Closed),
-                        created = self.create(session, client, data, turn, wait) => created,
-                    }
-                });
-                match creating.await {
-                    Err(Error::SessionExpired) if !wait.is_never() => {
-                        debug!("session expired while entering; entering on the new one");
-                    }
-                    entered => return entered,
                 }
+            };
+            // Boxed: a waiting contender need not keep room for the entering state.
+            let creating = Box::pin(async {
+                let connection = client.clone();
+                let create = pin!(self.create(session, client, data, turn, wait));
+                // Closing the session ends the entry at once, even one whose create
+                // waits in the client for a connection that is down.
+                tokio::select! {
+                    biased;
+                    () = session.closed() => Err(Error::Closed),
+                    created = wait.bound_while_connected(&connection, create) => created,
+                }
+            });
+            match creating.await {
+                Err(Error::SessionExpired) if !wait.is_never() => {
+                    debug!("session expired while entering; entering on the new one");
+                }
+                entered => return entered,
             }
-        });
-        wait.bound(entering).await
+        }
     }
 
     /// An entry turn and the live client, without waiting for a connection: the client
@@ -244,14 +255,15 @@ impl Creating {
 impl Drop for Creating {
     fn drop(&mut self) {
         if self.armed {
-            spawn_removal(
-                self.session.clone(),
+            let removal = Removal::ByUuid {
+                root: self.root.clone(),
+                uuid: self.uuid,
+            };
+            drop(spawn_removal(
+                &self.session,
                 Arc::downgrade(&self.client),
-                Removal::ByUuid {
-                    root: self.root.clone(),
-                    uuid: self.uuid,
-                },
-            );
+                removal,
+            ));
         }
     }
 }

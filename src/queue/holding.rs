@@ -14,7 +14,7 @@ use super::handoff::Armed;
 use super::leaving::Left;
 use super::Contender;
 use crate::error::{Error, Result};
-use crate::session::{connection_lost, retry, terminal, Session};
+use crate::session::{connection_lost, retry, terminal, Liveness, Session};
 
 /// Why a held lock or leadership can no longer be trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +29,11 @@ pub enum Loss {
     NodeDeleted,
     /// The session was closed.
     Closed,
+    /// The servers have not confirmed the session for as long as they keep one that they
+    /// do not hear from (its session timeout, counted from the sending of the last request
+    /// of ours they answered): they may have expired it and let another contender in. The
+    /// process was paused or starved past that time, or could not reach the servers.
+    Lapsed,
 }
 
 /// How long after acquisition a holder starts watching its own node for deletion by someone
@@ -49,17 +54,33 @@ pub(crate) enum NodeWatch {
 
 /// Whether a holding can still be trusted, and why not; shared by the holding, its guards
 /// and leaderships.
+///
+/// A holding is trusted while no loss was seen *and* the servers have confirmed its
+/// session recently enough ([`Liveness`]): that part is read from the clock at every look,
+/// so a process that wakes from a pause longer than the session timeout sees the loss at
+/// its first look, before any I/O completes.
 #[derive(Clone, Debug)]
 pub(crate) struct Trust {
     loss: watch::Receiver<Option<Loss>>,
     /// Notified when someone awaits the loss: the node is watched from then on at once.
     asked: Arc<Notify>,
+    /// What the servers confirmed of the session, and the epoch the holding began in;
+    /// `None` if its session had already ended.
+    confirmed: Option<(Arc<Liveness>, u64)>,
 }
 
 impl Trust {
-    /// Whether it can no longer be trusted (a loss was seen, or the holding is over).
+    /// Whether it can no longer be trusted (a loss was seen, the session is no longer
+    /// confirmed, or the holding is over).
     pub(crate) fn is_lost(&self) -> bool {
-        self.loss.borrow().is_some()
+        self.loss.borrow().is_some() || !self.confirmed()
+    }
+
+    /// Whether the servers still certainly keep the session.
+    fn confirmed(&self) -> bool {
+        self.confirmed
+            .as_ref()
+            .is_some_and(|(liveness, epoch)| liveness.trusts(*epoch))
     }
 
     /// Resolves once it can no longer be trusted; [`Loss::Closed`] if the holding ended
@@ -70,10 +91,31 @@ impl Trust {
     pub(crate) async fn lost(&self) -> Loss {
         self.asked.notify_one();
         let mut loss = self.loss.clone();
-        let seen = loss.wait_for(Option::is_some).await.map(|loss| *loss);
-        seen.ok().flatten().unwrap_or(Loss::Closed)
+        tokio::select! {
+            biased;
+            seen = loss.wait_for(Option::is_some) => {
+                seen.map(|loss| *loss).ok().flatten().unwrap_or(Loss::Closed)
+            }
+            loss = lapsed(self.confirmed.as_ref()) => loss,
+        }
     }
 }
+
+/// Resolves with [`Loss::Lapsed`] once a holding begun in `confirmed`'s epoch is no longer
+/// confirmed ([`Loss::SessionExpired`] at once without a session).
+async fn lapsed(confirmed: Option<&(Arc<Liveness>, u64)>) -> Loss {
+    match confirmed {
+        Some((liveness, epoch)) => {
+            liveness.lapsed(*epoch).await;
+            Loss::Lapsed
+        }
+        None => Loss::SessionExpired,
+    }
+}
+
+/// Run just before a loss is published, as part of publishing it (an election steps its
+/// role down with it). It must only publish: send on a channel, never log or wait.
+pub(crate) type Announce = Box<dyn FnOnce() + Send>;
 
 /// A contender that holds (first, or among few enough), with its node known to exist.
 /// Dropping it deletes the node in the background.
@@ -90,48 +132,66 @@ pub(crate) struct Holding {
 
 impl Holding {
     /// Starts watching `contender`, which must hold (be first, or among few enough), for its
-    /// loss.
-    pub(crate) fn start(mut contender: Contender, node_watch: NodeWatch) -> Holding {
+    /// loss; `announce` runs as part of publishing it.
+    pub(crate) fn start(
+        mut contender: Contender,
+        node_watch: NodeWatch,
+        announce: Option<Announce>,
+    ) -> Holding {
         let (report, loss) = watch::channel(None);
         // A watch on the node that is set already (while it waited) costs nothing to keep.
         let set = contender
             .handoff
             .take()
             .and_then(|handoff| handoff.into_own());
-        let asked = Arc::new(Notify::new());
         let releasing = Arc::new(AtomicBool::new(false));
+        let confirmed = contender.client.upgrade().and_then(|client| {
+            let liveness = contender.session.liveness(&client)?;
+            let epoch = liveness.epoch();
+            Some((liveness, epoch))
+        });
+        let trust = Trust {
+            loss,
+            asked: Arc::new(Notify::new()),
+            confirmed,
+        };
         let watching = Watching {
             session: contender.session.clone(),
             client: contender.client.clone(),
             node: contender.node.clone(),
-            asked: asked.clone(),
+            trust: trust.clone(),
         };
         let node_watch = match set {
             Some(set) => NodeWatch::Set(set),
             None => node_watch,
         };
-        let released = releasing.clone();
         let span = info_span!("zk.queue.held", node = %contender.node);
-        let monitored = report.clone();
+        let mut publisher = Publisher {
+            report: report.clone(),
+            releasing: releasing.clone(),
+            announce,
+            loss: None,
+        };
         let monitor = tokio::spawn(
             async move {
                 let loss = watching.lost(node_watch).await;
-                if !released.load(Ordering::SeqCst) {
-                    warn!(?loss, "can no longer be trusted");
-                    monitored.send_replace(Some(loss));
-                }
+                publisher.loss = Some(loss);
+                // Published before anything else is done about it: nothing that follows
+                // (a subscriber that panics, a stderr that cannot be written) can keep
+                // the holder from learning it.
+                drop(publisher);
+                warn!(?loss, "can no longer be trusted");
             }
             .instrument(span),
         );
         Holding {
             contender: Some(contender),
-            trust: Trust { loss, asked },
+            trust,
             report,
             releasing,
             monitor,
         }
     }
-
     pub(crate) fn trust(&self) -> &Trust {
         &self.trust
     }
@@ -163,18 +223,28 @@ impl Holding {
         });
     }
 
-    /// Deletes the node, whatever was written into it, unless it went with its session.
+    /// The loss seen so far, if any ([`Loss::Lapsed`] once the session is no longer
+    /// confirmed).
+    fn loss(&self) -> Option<Loss> {
+        let seen = *self.trust.loss.borrow();
+        seen.or_else(|| (!self.trust.confirmed()).then_some(Loss::Lapsed))
+    }
+
+    /// Deletes the node, whatever was written into it, and returns once it is gone:
+    /// deleted, or gone with its session. A connection that is down is waited for, at most
+    /// until the session would have expired.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if it could no longer be trusted before the release (the node,
-    ///   if still there, is deleted all the same).
-    /// * [`Error::ConnectionLoss`] if the connection is down: the node is deleted in the
-    ///   background.
+    /// * [`Error::LockLost`] if it could no longer be trusted before the release, or its
+    ///   node was gone already: what was done under it may have overlapped with another
+    ///   holder. The node, if still there, is deleted all the same.
+    /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
+    ///   session ends.
     ///
     /// # Cancel safety
-    /// Cancel safe: an unfinished delete is finished in the background.
+    /// Cancel safe: the removal goes on in the background.
     pub(crate) async fn release(mut self) -> Result<()> {
-        let lost = *self.trust.loss.borrow();
+        let lost = self.loss();
         self.end();
         let Some(contender) = self.contender.take() else {
             return Ok(());
@@ -186,14 +256,9 @@ impl Holding {
             contender.disown();
             return Err(lost_error);
         }
-        match (contender.leave().await, lost) {
-            (Ok(Left::Deleted), None) => Ok(()),
-            (Err(Error::ConnectionLoss), None) => Err(Error::ConnectionLoss),
-            (Ok(_), _)
-            | (Err(Error::ConnectionLoss | Error::SessionExpired | Error::Closed), _) => {
-                Err(lost_error)
-            }
-            (Err(other), _) => Err(other),
+        match (contender.leave().await?, lost) {
+            (Left::Deleted | Left::WithSession, None) => Ok(()),
+            (Left::AlreadyGone, _) | (_, Some(_)) => Err(lost_error),
         }
     }
 }
@@ -207,12 +272,42 @@ impl Drop for Holding {
     }
 }
 
+/// Publishes a holding's loss when dropped: when its monitor saw the loss, and also when
+/// the monitor ended any other way (it panicked: the holding can no longer be watched),
+/// unless the holding is being released.
+struct Publisher {
+    report: watch::Sender<Option<Loss>>,
+    releasing: Arc<AtomicBool>,
+    announce: Option<Announce>,
+    /// The loss the monitor saw, if it saw one.
+    loss: Option<Loss>,
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        if self.releasing.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Some(announce) = self.announce.take() {
+            // It only sends on a channel; a panic must not stop the loss from following.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(announce));
+        }
+        let loss = self.loss.unwrap_or(Loss::Suspended);
+        self.report.send_if_modified(|seen| {
+            let unset = seen.is_none();
+            seen.get_or_insert(loss);
+            unset
+        });
+    }
+}
+
 /// What the monitor of a holding needs; no strong reference to the client.
 struct Watching {
     session: Session,
     client: Weak<Client>,
     node: String,
-    asked: Arc<Notify>,
+    /// The holding's trust: its `asked` and `confirmed`.
+    trust: Trust,
 }
 
 impl Watching {
@@ -230,7 +325,7 @@ impl Watching {
                 NodeWatch::After(delay) => {
                     tokio::select! {
                         () = tokio::time::sleep(delay) => {}
-                        () = self.asked.notified() => {}
+                        () = self.trust.asked.notified() => {}
                     }
                     None
                 }
@@ -241,6 +336,7 @@ impl Watching {
         tokio::select! {
             () = self.session.closed() => Loss::Closed,
             loss = connection_lost(states, tolerated) => loss,
+            loss = lapsed(self.trust.confirmed.as_ref()) => loss,
             loss = node_lost => loss,
         }
     }
@@ -312,7 +408,9 @@ macro_rules! guard_methods {
         }
 
         #[doc = concat!("Resolves once the ", $what, " can no longer be trusted: the session")]
-        #[doc = "expired or was closed, the connection was suspended, or the node was deleted;"]
+        #[doc = "expired or was closed, the connection was suspended, the node was deleted, or"]
+        #[doc = "the servers have not confirmed the session for a session timeout"]
+        #[doc = "([`Loss::Lapsed`](crate::Loss::Lapsed)); the first look after a pause sees it;"]
         #[doc = "says which."]
         #[doc = ""]
         #[doc = "# Cancel safety"]
@@ -321,16 +419,21 @@ macro_rules! guard_methods {
             self.holding.trust().lost().await
         }
 
-        #[doc = concat!("Releases the ", $what, " and waits until the server confirms.")]
+        #[doc = concat!("Releases the ", $what, " and returns once its node is gone: deleted,")]
+        #[doc = "or gone with its session. While the connection is down it waits for it to come"]
+        #[doc = "back, at most until the servers would have expired the session (1.5 session"]
+        #[doc = "timeouts); it never fails for a connection that is down."]
         #[doc = ""]
         #[doc = "# Notable errors"]
         #[doc = "* [`Error::LockLost`](crate::Error::LockLost) if it was lost before the release"]
-        #[doc = "  (the node, if still there, is deleted all the same)."]
-        #[doc = "* [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) at once if the"]
-        #[doc = "  connection is down; the node is then deleted in the background."]
+        #[doc = "  (what was done under it may have overlapped with another holder); the node,"]
+        #[doc = "  if still there, is deleted all the same."]
+        #[doc = "* [`Error::NoAuth`](crate::Error::NoAuth) if the servers refuse the delete: the"]
+        #[doc = "  node stays until the session ends."]
         #[doc = ""]
         #[doc = "# Cancel safety"]
-        #[doc = "Cancel safe: an unfinished release is finished in the background."]
+        #[doc = "Cancel safe: an unfinished release goes on in the background until the node"]
+        #[doc = "is gone or its session is."]
         pub async fn release(self) -> $crate::error::Result<()> {
             // Boxed: a caller that awaits an acquisition then the release in one future
             // reserves room for the larger of the two while it waits.

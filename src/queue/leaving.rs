@@ -1,19 +1,21 @@
-//! Leaving the queue: the node is deleted whatever was written into it, now if the
-//! connection is up, else in the background; a first contender that had waited marks the
-//! root as it goes.
+//! Leaving the queue: the node is deleted whatever was written into it, and nothing of
+//! ours is given up while its session lives: a removal keeps trying until the node is gone
+//! or its session is, on the session's runtime, whoever dropped the node and wherever. A
+//! first contender that had waited marks the root as it goes.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError};
 
 use super::entering::find_own;
 use super::Contender;
-use crate::error::{Error, Result};
+use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
-use crate::session::{connected_now, reconnected, retry, Session};
+use crate::session::{reconnected, Session};
 
 /// How long a waiter that gives up may spend deleting its node before leaving that to the
 /// background.
@@ -50,61 +52,52 @@ pub(crate) enum Left {
     Deleted,
     /// It was gone already: deleted by someone, or ended with its session.
     AlreadyGone,
+    /// It went with its session: the session ended, or the connection stayed down for
+    /// longer than the servers keep a session they do not hear from (see
+    /// [`SESSION_GONE`]).
+    WithSession,
 }
 
+/// How long after a removal starts waiting for a connection it takes the node to have
+/// gone with its session, in session timeouts (negotiated): the servers expire a session
+/// a timeout after they last heard from it, rounded up to their next tick (at most half a
+/// timeout, since a timeout is at least two ticks). The removal itself goes on in the
+/// background until the node is gone or the client learns that its session ended.
+const SESSION_GONE: (u32, u32) = (3, 2);
+
+/// The pause after a removal whose outcome was unknown; it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
 impl Contender {
-    /// Deletes the node and waits for the server to confirm; never waits for a connection.
+    /// Deletes the node, whatever was written into it, and waits until it is gone: deleted
+    /// now, or once the connection is back, or gone with its session. Never fails for a
+    /// connection that is down: the delete is sent again, with back-off, until the node is
+    /// gone or its session is over.
     ///
     /// # Notable errors
-    /// * [`Error::ConnectionLoss`] if the connection is down or broke during the delete: the
-    ///   node is then deleted in the background (this returns at once).
-    /// * [`Error::Closed`] / [`Error::SessionExpired`] if the session ended (so did the node).
+    /// * [`Error::NoAuth`] if the servers refuse the delete: the node may still be there
+    ///   (it goes with the session).
     ///
     /// # Cancel safety
-    /// Cancel safe: an unfinished delete is finished in the background.
+    /// Cancel safe: the removal goes on in the background.
     pub(crate) async fn leave(mut self) -> Result<Left> {
-        let client = match self.client() {
-            Ok(client) => client,
-            Err(err) => {
-                self.armed = false;
-                return Err(err);
-            }
-        };
-        connected_now(&client)?;
-        let (signal, mark) = (self.signals(), self.mark());
-        let span = debug_span!("zk.queue.leave", node = %self.node, signal, ?mark);
-        let removed = remove(&client, &self.node, signal, mark)
-            .instrument(span)
-            .await;
-        match removed {
-            Ok(()) => {
-                self.armed = false;
-                Ok(Left::Deleted)
-            }
-            Err(zookeeper_client::Error::NoNode) => {
-                self.armed = false;
-                debug!(node = %self.node, "node was already gone");
-                Ok(Left::AlreadyGone)
-            }
-            Err(err) => {
-                let err = Error::from(err);
-                if matches!(err, Error::SessionExpired | Error::Closed) {
-                    self.armed = false;
-                }
-                Err(err)
-            }
-        }
+        self.armed = false;
+        let removal = Removal::Node(std::mem::take(&mut self.node), self.signals(), self.mark());
+        spawn_removal(&self.session, self.client.clone(), removal).await
     }
 
-    /// Leaves the queue after waiting in vain: deletes the node at once while connected,
-    /// else (or if that takes over a second) in the background.
+    /// Leaves the queue after waiting in vain: waits at most a second for the node to be
+    /// gone; the removal goes on in the background after that.
     ///
     /// # Cancel safety
     /// Cancel safe, as [`leave`](Self::leave).
     pub(crate) async fn give_up(self) {
         match tokio::time::timeout(GIVE_UP_GRACE, self.leave()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(err)) => debug!(%err, "leaving the queue now failed; in the background"),
+            Ok(Ok(left)) => debug!(?left, "left the queue"),
+            Ok(Err(err)) => {
+                warn!(%err, "could not leave the queue; the node goes with the session")
+            }
             Err(_) => debug!("leaving the queue is slow; in the background"),
         }
     }
@@ -129,11 +122,8 @@ impl Drop for Contender {
     fn drop(&mut self) {
         if self.armed {
             let (signal, mark) = (self.signals(), self.mark());
-            spawn_removal(
-                self.session.clone(),
-                self.client.clone(),
-                Removal::Node(std::mem::take(&mut self.node), signal, mark),
-            );
+            let removal = Removal::Node(std::mem::take(&mut self.node), signal, mark);
+            drop(spawn_removal(&self.session, self.client.clone(), removal));
         }
     }
 }
@@ -198,7 +188,8 @@ async fn remove_telling(
     transaction.commit().await.map(drop)
 }
 
-/// What a background removal deletes.
+/// What a removal deletes.
+#[derive(Debug)]
 pub(super) enum Removal {
     /// A node of ours, whether to signal its successor, and the mark to leave in the root,
     /// if any (see [`remove`]).
@@ -207,54 +198,139 @@ pub(super) enum Removal {
     ByUuid { root: Arc<str>, uuid: Uuid },
 }
 
-/// Deletes a node of ours after its owner went away, once connected, until it is gone or
-/// its session is (then the servers delete it). Closing the session ends it at once, so
-/// that it never keeps a closed session's client alive while waiting for a connection.
-pub(super) fn spawn_removal(session: Session, client: Weak<Client>, removal: Removal) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        warn!("no tokio runtime to delete a node; it goes when the session ends");
-        return;
-    };
-    runtime.spawn(async move {
-        tokio::select! {
-            () = session.closed() => debug!("session closed: its nodes go with it"),
-            () = remove_in_background(client, removal) => {}
+/// Starts removing a node of ours, on the session's runtime (from any thread, inside a
+/// runtime or not). It keeps trying, with back-off, until the node is gone or its session
+/// is (then the servers delete it); closing the session ends it at once. The returned
+/// future says how the node left as soon as that is known; dropping it leaves the removal
+/// running.
+pub(super) fn spawn_removal(
+    session: &Session,
+    client: Weak<Client>,
+    removal: Removal,
+) -> impl std::future::Future<Output = Result<Left>> {
+    let (settle, settled) = oneshot::channel();
+    let closing = session.clone();
+    let span = debug_span!("zk.queue.remove", ?removal);
+    session.spawn(
+        async move {
+            let mut settle = Some(settle);
+            let left = tokio::select! {
+                biased;
+                () = closing.closed() => Ok(Left::WithSession),
+                left = remove_until_gone(client, removal, &mut settle) => left,
+            };
+            match &left {
+                Ok(left) => debug!(?left, "removed"),
+                Err(err) => warn!(%err, "cannot delete; it goes when the session ends"),
+            }
+            if let Some(settle) = settle {
+                let _ = settle.send(left);
+            }
         }
-    });
+        .instrument(span),
+    );
+    // A removal whose runtime is gone went with its session, whose client ran there too.
+    async move { settled.await.unwrap_or(Ok(Left::WithSession)) }
 }
 
-async fn remove_in_background(client: Weak<Client>, removal: Removal) {
+/// Deletes the node `removal` names until it is gone or its session is.
+async fn remove_until_gone(
+    client: Weak<Client>,
+    removal: Removal,
+    settle: &mut Option<oneshot::Sender<Result<Left>>>,
+) -> Result<Left> {
     let Some(client) = client.upgrade() else {
-        return; // the session was closed or replaced: the node went with it
+        return Ok(Left::WithSession); // the session was closed or replaced
     };
     let (node, signal, mark) = match removal {
         Removal::Node(node, signal, mark) => (node, signal, mark),
-        Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid).await {
-            Some(node) => (node, false, None),
-            None => return,
+        Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid, settle).await {
+            Some(Ok(node)) => (node, false, None),
+            Some(Err(left)) => return Ok(left),
+            None => return Ok(Left::AlreadyGone),
         },
     };
-    let span = debug_span!("zk.queue.remove", %node, ?mark);
-    async {
-        if reconnected(&client).await.is_err() {
-            return;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        if !connected(&client, settle).await {
+            return Ok(Left::WithSession);
         }
-        match retry(&client, || remove(&client, &node, signal, mark)).await {
-            Ok(()) => debug!("deleted in the background"),
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode))
-            | Err(Error::SessionExpired | Error::Closed) => {}
-            Err(err) => warn!(%err, "could not delete; it goes when the session ends"),
+        match remove(&client, &node, signal, mark).await {
+            Ok(()) => return Ok(Left::Deleted),
+            Err(zookeeper_client::Error::NoNode) => return Ok(Left::AlreadyGone),
+            Err(err) if outcome_unknown(&err) => {
+                debug!(%err, ?pause, "outcome of the delete unknown; sending it again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+            Err(err) => {
+                return match Error::at(&node, err) {
+                    Error::SessionExpired | Error::Closed => Ok(Left::WithSession),
+                    err => Err(err),
+                }
+            }
         }
     }
-    .instrument(span)
-    .await
 }
 
-async fn find_by_uuid(client: &Client, root: &str, uuid: &Uuid) -> Option<String> {
-    reconnected(client).await.ok()?;
-    retry(client, || client.sync(root)).await.ok()?;
-    let children = retry(client, || client.list_children(root)).await.ok()?;
-    find_own(&children, uuid).map(|name| path::join(root, name))
+/// Waits until `client` is connected (`true`) or its session ended (`false`). Once it
+/// has waited for as long as the servers keep a session they do not hear from, it tells
+/// the waiting caller, through `settle`, that the node went with its session, and waits on.
+async fn connected(client: &Client, settle: &mut Option<oneshot::Sender<Result<Left>>>) -> bool {
+    let reconnecting = reconnected(client);
+    tokio::pin!(reconnecting);
+    if settle.is_some() {
+        let (times, per) = SESSION_GONE;
+        let gone_after = client.session_timeout() * times / per;
+        tokio::select! {
+            back = &mut reconnecting => return back.is_ok(),
+            () = tokio::time::sleep(gone_after) => {
+                debug!(?gone_after, "disconnected for longer than the session lives");
+                if let Some(settle) = settle.take() {
+                    let _ = settle.send(Ok(Left::WithSession));
+                }
+            }
+        }
+    }
+    reconnecting.await.is_ok()
+}
+
+/// The node named with `uuid` under `root`, if a create made it (`None`: it made none, or
+/// it is gone); listed once connected, again after each listing whose outcome is unknown.
+/// `Some(Err(left))` if the session ended first, or the root cannot be listed (then the
+/// node, if any, goes with the session).
+async fn find_by_uuid(
+    client: &Client,
+    root: &str,
+    uuid: &Uuid,
+    settle: &mut Option<oneshot::Sender<Result<Left>>>,
+) -> Option<std::result::Result<String, Left>> {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        if !connected(client, settle).await {
+            return Some(Err(Left::WithSession));
+        }
+        // The sync makes the listing show a create that the lost reply was about.
+        let listed = match client.sync(root).await {
+            Ok(()) => client.list_children(root).await,
+            Err(err) => Err(err),
+        };
+        match listed {
+            Ok(children) => {
+                return find_own(&children, uuid).map(|name| Ok(path::join(root, name)))
+            }
+            Err(zookeeper_client::Error::NoNode) => return None,
+            Err(err) if outcome_unknown(&err) => {
+                debug!(%err, ?pause, "cannot list the root yet; again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+            Err(err) => {
+                warn!(%err, %root, "cannot look for a node whose create reply was lost");
+                return Some(Err(Left::WithSession));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

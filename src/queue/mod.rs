@@ -76,11 +76,11 @@ use zookeeper_client::Client;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::session::{retry, Session};
+use crate::session::{disconnected, retry, Session};
 
 pub use holding::Loss;
 use holding::NODE_WATCH_DELAY;
-pub(crate) use holding::{guard_methods, Holding, NodeWatch, Trust};
+pub(crate) use holding::{guard_methods, Announce, Holding, NodeWatch, Trust};
 pub(crate) use leaving::Left;
 pub(crate) use order::sort_contenders;
 pub(crate) use waiting::Turn;
@@ -177,6 +177,26 @@ impl Wait {
         match self {
             Wait::Until(deadline) => Box::pin(tokio::time::sleep_until(deadline.into())).await,
             Wait::Never | Wait::Forever => std::future::pending().await,
+        }
+    }
+
+    /// Runs `work` while the connection of `client` is up, or until the deadline, if any;
+    /// `Ok(None)` if the deadline passed with the connection down. Requests that the servers
+    /// are answering are never cut short: a deadline that has passed already still lets one
+    /// attempt finish.
+    pub(crate) async fn bound_while_connected<T>(
+        self,
+        client: &Client,
+        work: Pin<&mut impl Future<Output = Result<T>>>,
+    ) -> Result<Option<T>> {
+        let cut_off = async {
+            self.passed().await;
+            disconnected(client).await;
+        };
+        tokio::select! {
+            biased;
+            done = work => done.map(Some),
+            () = cut_off => Ok(None),
         }
     }
 
@@ -280,7 +300,8 @@ impl Queue {
         let started = Instant::now();
         async move {
             loop {
-                let entering = self.enter(session, &[], wait);
+                // Boxed: a waiting acquisition need not keep room for entering.
+                let entering = Box::pin(self.enter(session, &[], wait));
                 let Some(mut contender) = entering.await? else {
                     return Ok(None);
                 };
@@ -291,7 +312,8 @@ impl Queue {
                 };
                 match turn {
                     Turn::First => {
-                        let holding = Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY));
+                        let holding =
+                            Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY), None);
                         info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
                         return Ok(Some(holding));
                     }

@@ -59,10 +59,11 @@ impl Contender {
     pub(crate) async fn wait_first(&mut self, wait: Wait) -> Result<Turn> {
         // Closing the session drops its client, which ends the watches with a session
         // event: no wait of its own is needed for it (it would cost every waiter room).
+        // The turn first: a contender that is first holds even with its deadline passed.
         let waited = tokio::select! {
             biased;
-            () = wait.passed() => Ok(Turn::Late),
             turn = self.wait_until_first() => turn,
+            () = wait.passed() => Ok(Turn::Late),
         };
         match waited {
             Ok(turn) => Ok(turn),
@@ -95,6 +96,23 @@ impl Contender {
             Ok(Some(_)) if self.is_first() => Ok(Turn::First),
             Ok(_) => Ok(self.evicted()),
             Err(err) => self.failed(err),
+        }
+    }
+
+    /// Runs `work` (requests on the contender's client) unless the session is closed first:
+    /// then [`Error::Closed`] at once, and the client `work` kept is let go, so that a
+    /// request waiting for a connection never keeps a closed session open.
+    ///
+    /// # Cancel safety
+    /// As `work`.
+    async fn until_closed<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        tokio::select! {
+            biased;
+            () = self.session.closed() => Err(Error::Closed),
+            done = work => done,
         }
     }
 
@@ -175,7 +193,8 @@ impl Contender {
         let arming = HandOff::arm(&client, &self.node, own, blocker);
         // Boxed: setting the watches takes no room while waiting on them.
         let (watched, handoff) =
-            Box::pin(async { tokio::join!(self.watch(blocker), arming) }).await;
+            Box::pin(self.until_closed(async { Ok(tokio::join!(self.watch(blocker), arming)) }))
+                .await?;
         drop(client);
         // One that could not be set only costs a request after the blocker left.
         let mut handoff = handoff.ok();
@@ -200,7 +219,7 @@ impl Contender {
                 other => debug!(%blocker, ?other, "blocker changed but may be there"),
             }
             // Boxed: setting the watch takes no room while waiting on it.
-            watched = Box::pin(self.watch(blocker)).await?;
+            watched = Box::pin(self.until_closed(self.watch(blocker))).await?;
         }
         let gone = match handoff.as_mut().is_some_and(|handoff| handoff.taken()) {
             true => Gone::Heard,
@@ -228,10 +247,12 @@ impl Contender {
     /// blocker was first, or the mark covers it.
     async fn look_after(&self, created: Option<i64>, blocker_first: bool) -> Result<Look> {
         let (root, _) = self.root_and_name();
-        let results = {
-            let client = self.client()?;
-            retry(&client, || read_both(&client, root, &self.node)).await?
-        };
+        let results = self
+            .until_closed(async {
+                let client = self.client()?;
+                retry(&client, || read_both(&client, root, &self.node)).await
+            })
+            .await?;
         let [mark, own] = results.as_slice() else {
             return Err(Error::ZooKeeper(zookeeper_client::Error::UnexpectedError(
                 "a read of two nodes did not answer twice".into(),
@@ -255,10 +276,12 @@ impl Contender {
     /// `false` if our own node is not there.
     async fn look_again(&mut self) -> Result<bool> {
         let (root, own) = self.root_and_name();
-        let children = {
-            let client = self.client()?;
-            retry(&client, || client.list_children(root)).await?
-        };
+        let children = self
+            .until_closed(async {
+                let client = self.client()?;
+                retry(&client, || client.list_children(root)).await
+            })
+            .await?;
         if !children.iter().any(|child| child == own) {
             return Ok(false);
         }
@@ -280,10 +303,12 @@ impl Contender {
         let max = usize::try_from(max).unwrap_or(usize::MAX);
         let (root, own) = self.root_and_name();
         let holds = loop {
-            let (children, watcher) = {
-                let client = self.client()?;
-                retry(&client, || client.list_and_watch_children(root)).await?
-            };
+            let (children, watcher) = self
+                .until_closed(async {
+                    let client = self.client()?;
+                    retry(&client, || client.list_and_watch_children(root)).await
+                })
+                .await?;
             if !children.iter().any(|child| child == own) {
                 break false;
             }

@@ -216,12 +216,13 @@ impl SessionBuilder {
             tls = self.tls_enabled(),
         );
         async move {
+            let dialed = std::time::Instant::now();
             let client = dialer.dial(&target).await?;
             let servers = Servers::new(dialer.hosts());
             // Before the session's first requests; a failure only costs speed.
             let _ = servers.set_nodelay().await;
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
-            Ok(Session::start(self, dialer, target, client, servers))
+            Ok(Session::start(self, dialer, target, (client, dialed), servers))
         }
         .instrument(span)
         .await

@@ -4,13 +4,15 @@ mod builder;
 mod connection;
 mod credentials;
 mod dialer;
+mod liveness;
 mod nodelay;
 mod probe;
 #[cfg(feature = "tls")]
 mod tls;
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
@@ -18,6 +20,8 @@ use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
 
 use dialer::Dialer;
+use liveness::keep_confirming;
+pub(crate) use liveness::Liveness;
 use nodelay::Servers;
 
 pub use builder::SessionBuilder;
@@ -136,6 +140,11 @@ struct Inner {
     entries: Semaphore,
     /// Why the session ended for good; the first reason stays.
     close_reason: OnceLock<CloseReason>,
+    /// What the servers confirmed of the live session (see [`Liveness`]).
+    liveness: std::sync::Mutex<Arc<Liveness>>,
+    /// The runtime the session was made on, whose tasks run its client: removals of nodes
+    /// run there, even when their owner is dropped outside any runtime.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Inner {
@@ -189,9 +198,10 @@ impl Session {
         builder: SessionBuilder,
         dialer: Dialer,
         target: String,
-        client: Client,
+        (client, dialed): (Client, Instant),
         servers: Servers,
     ) -> Session {
+        let liveness = Liveness::of(&client, dialed);
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
@@ -203,12 +213,19 @@ impl Session {
             keeper: std::sync::Mutex::new(None),
             entries: Semaphore::new(ENTRIES_IN_FLIGHT),
             close_reason: OnceLock::new(),
+            liveness: std::sync::Mutex::new(liveness.clone()),
+            runtime: tokio::runtime::Handle::current(),
         });
         let abandoned = Abandoned {
             session: Arc::downgrade(&inner),
             armed: true,
         };
-        let keeper = tokio::spawn(keep(abandoned, target, Arc::downgrade(&client), servers));
+        let keeper = tokio::spawn(keep(
+            abandoned,
+            target,
+            (Arc::downgrade(&client), liveness),
+            servers,
+        ));
         if let Ok(mut slot) = inner.keeper.lock() {
             *slot = Some(keeper);
         }
@@ -300,6 +317,21 @@ impl Session {
         self.inner.builder.tolerated(client.session_timeout())
     }
 
+    /// What the servers confirmed of the session of `client`; `None` if that session is not
+    /// the live one any more (it ended).
+    pub(crate) fn liveness(&self, client: &Client) -> Option<Arc<Liveness>> {
+        let liveness = self.inner.liveness.lock().ok()?.clone();
+        liveness.is_of(client).then_some(liveness)
+    }
+
+    /// Runs `task` on the runtime the session was made on, from any thread.
+    pub(crate) fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        drop(self.inner.runtime.spawn(task));
+    }
+
     /// A turn to enter a queue on this session, waited for while [`ENTRIES_IN_FLIGHT`]
     /// entries are under way; the entry gives it back once its create and listing are
     /// answered.
@@ -358,13 +390,18 @@ impl Session {
 
 /// Publishes the client's state changes and renews the session after expiry, until the
 /// session is closed or every `Session` clone is gone; sets `TCP_NODELAY` on every new
-/// connection. Keeps only weak references, so that replacing [`Current`] is what ends a
-/// session.
+/// connection; confirms the session to the servers (see [`Liveness`]). Keeps only weak
+/// references, so that replacing [`Current`] is what ends a session.
 ///
 /// If this future is dropped before it is done (its runtime shut down, even before it first
 /// ran), `abandoned` ends the session with [`CloseReason::RuntimeGone`]: nothing would
 /// watch or renew it any more.
-async fn keep(mut abandoned: Abandoned, target: String, client: Weak<Client>, servers: Servers) {
+async fn keep(
+    mut abandoned: Abandoned,
+    target: String,
+    client: (Weak<Client>, Arc<Liveness>),
+    servers: Servers,
+) {
     keep_until_done(abandoned.session.clone(), target, client, servers).await;
     abandoned.armed = false;
 }
@@ -391,7 +428,7 @@ impl Drop for Abandoned {
 async fn keep_until_done(
     inner: Weak<Inner>,
     target: String,
-    mut client: Weak<Client>,
+    (mut client, mut liveness): (Weak<Client>, Arc<Liveness>),
     servers: Servers,
 ) {
     loop {
@@ -401,7 +438,10 @@ async fn keep_until_done(
         else {
             return;
         };
-        let ended = follow(&inner, states, &servers).await;
+        let ended = tokio::select! {
+            ended = follow(&inner, states, &servers) => ended,
+            () = keep_confirming(liveness, client.clone()) => return,
+        };
         let Some(session) = inner.upgrade() else {
             return;
         };
@@ -417,8 +457,8 @@ async fn keep_until_done(
         let Some(session) = inner.upgrade() else {
             return;
         };
-        let renewed = match renewed {
-            Ok(renewed) => Arc::new(renewed),
+        let (renewed, dialed) = match renewed {
+            Ok((renewed, dialed)) => (Arc::new(renewed), dialed),
             Err(err) => {
                 warn!(%err, "a new session was refused for good: the session is closed");
                 session.end(CloseReason::Refused(err));
@@ -427,6 +467,10 @@ async fn keep_until_done(
         };
         // Runs by itself, off the runtime's workers.
         drop(servers.set_nodelay());
+        liveness = Liveness::of(&renewed, dialed);
+        if let Ok(mut current) = session.liveness.lock() {
+            *current = liveness.clone();
+        }
         client = Arc::downgrade(&renewed);
         session.current.send_replace(Current::Live(renewed));
         session.events.send_replace(SessionEvent::Connected);
@@ -471,17 +515,19 @@ async fn follow(
 }
 
 /// Connects a fresh session with the credentials and TLS settings of the first one, backing
-/// off between attempts that failed for a passing reason (100 ms doubling to 5 s).
+/// off between attempts that failed for a passing reason (100 ms doubling to 5 s); with
+/// the instant its connect began.
 ///
 /// # Notable errors
 /// A refusal that retrying cannot fix (see [`lasting`]).
-async fn renew(dialer: &Dialer, target: &str) -> Result<Client> {
+async fn renew(dialer: &Dialer, target: &str) -> Result<(Client, Instant)> {
     let mut backoff = Duration::from_millis(100);
     loop {
+        let dialed = Instant::now();
         match dialer.dial(target).await {
             Ok(client) => {
                 info!(session = %client.session_id(), "new session after expiry");
-                return Ok(client);
+                return Ok((client, dialed));
             }
             Err(err) if lasting(&err) => return Err(err),
             Err(err) => {

@@ -1,0 +1,66 @@
+//! A loss is published before anything else is done about it: a tracing subscriber that
+//! panics on every warning (as a logger whose output cannot be written may) cannot keep a
+//! holder from learning that it lost its lock, nor a leader that it lost its leadership.
+//!
+//! One test binary of its own: the subscriber is the process's global one.
+
+use std::time::Duration;
+
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+use zk_harness::{
+    await_empty, bounded, join_election, observer, session, unique_root, Ensemble, PATIENCE,
+};
+use zk_recipes::{Loss, Mutex, Role};
+
+/// Panics on every event at WARN level or above; ignores the rest.
+struct PanicsOnWarnings;
+
+impl Subscriber for PanicsOnWarnings {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        if *event.metadata().level() <= Level::WARN {
+            panic!("this subscriber cannot write its output");
+        }
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panicking_subscriber_cannot_hide_a_loss() {
+    tracing::subscriber::set_global_default(PanicsOnWarnings).expect("the only subscriber");
+    let ensemble = Ensemble::shared(1).await;
+    let hosts = ensemble.connect_string();
+    let observer = observer(&hosts).await;
+    let holder = session(&hosts, SESSION_TIMEOUT).await;
+
+    let root = unique_root("loss-first-lock");
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    observer.delete(guard.node(), None).await.unwrap();
+    let loss = bounded("the holder learns its loss", PATIENCE, guard.lost()).await;
+    assert_eq!(loss, Loss::NodeDeleted);
+    assert!(guard.is_lost());
+    drop(guard);
+    await_empty(&observer, &root).await;
+
+    let root = unique_root("loss-first-election");
+    let candidate = join_election(&holder, &root, "a").await;
+    let leadership = bounded("a leads", PATIENCE, candidate.leadership())
+        .await
+        .unwrap();
+    observer.delete(leadership.node(), None).await.unwrap();
+    bounded("the leader learns its loss", PATIENCE, leadership.lost()).await;
+    assert_eq!(*candidate.roles().borrow(), Role::Follower);
+    drop(candidate);
+    await_empty(&observer, &root).await;
+}

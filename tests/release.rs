@@ -1,0 +1,224 @@
+//! Releases finish what they start: `release()`, `resign()` and every removal of a node of
+//! ours (a give-up, a dropped guard) end with the node gone, whatever happens to the
+//! connection meanwhile, and on whatever thread the owner is dropped.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use zk_harness::{
+    await_count, await_empty, await_watch, bounded, children, join_election, observer, session,
+    tolerant_session, unique_root, Ensemble, Proxy, PATIENCE,
+};
+use zk_recipes::{Error, Mutex, MutexGuard, Role, Session, SessionEvent};
+
+/// Session timeout of the contenders' sessions.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// ZooKeeper opcodes of the requests a proxy is told to drop.
+const DELETE: i32 = 2;
+const MULTI: i32 = 14;
+
+/// A holder (on `holder`) and a waiter behind it (on a session of its own), on `root`.
+struct Queue {
+    observer: zookeeper_client::Client,
+    guard: MutexGuard,
+    waiter: JoinHandle<zk_recipes::Result<MutexGuard>>,
+    _other: Session,
+}
+
+impl Queue {
+    async fn new(ensemble: &Ensemble, holder: &Session, root: &str) -> Queue {
+        let other = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+        let observer = observer(&ensemble.connect_string()).await;
+        let guard = Mutex::new(holder, root).unwrap().lock().await.unwrap();
+        let waiter = tokio::spawn({
+            let mutex = Mutex::new(&other, root).unwrap();
+            async move { mutex.lock().await }
+        });
+        await_count(&observer, root, 2).await;
+        Queue {
+            observer,
+            guard,
+            waiter,
+            _other: other,
+        }
+    }
+}
+
+/// The waiter takes the lock at once, alone in `root`; then nothing is left.
+async fn the_next_holds(
+    waiter: JoinHandle<zk_recipes::Result<MutexGuard>>,
+    observer: &zookeeper_client::Client,
+    root: &str,
+) {
+    let next = bounded("the waiter takes the lock", PATIENCE, waiter)
+        .await
+        .unwrap()
+        .expect("lock");
+    assert!(!next.is_lost());
+    assert_eq!(children(observer, root).await.len(), 1);
+    next.release().await.unwrap();
+    await_empty(observer, root).await;
+}
+
+/// A release whose transaction is lost with the connection, again and again (the proxy
+/// closes the connection instead of passing the request on, four times in a row), still
+/// ends with the node gone and the waiter behind it holding: the removal keeps trying
+/// while the session lives.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_lost_with_the_connection_again_and_again_finishes() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("release-dropped");
+    let proxy = ensemble.proxy(0).await;
+    let holder = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let queue = Queue::new(&ensemble, &holder, &root).await;
+
+    proxy.drop_requests(MULTI, 4);
+    let released = bounded("the release", PATIENCE, queue.guard.release()).await;
+    assert!(released.is_ok(), "release: {released:?}");
+    assert_eq!(proxy.dropped(), 4, "the proxy did not drop the releases");
+    the_next_holds(queue.waiter, &queue.observer, &root).await;
+}
+
+/// A waiter that gives up (`try_lock_for` times out) while its deletes are lost with the
+/// connection leaves no node behind: the one behind it is not stuck once the holder goes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_give_up_lost_with_the_connection_leaves_nothing_behind() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("give-up-dropped");
+    let proxy = ensemble.proxy(0).await;
+    let holding = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let giving_up = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
+    let guard = Mutex::new(&holding, &root).unwrap().lock().await.unwrap();
+
+    proxy.drop_requests(DELETE, 4);
+    let timed_out = Mutex::new(&giving_up, &root)
+        .unwrap()
+        .try_lock_for(Duration::from_millis(500))
+        .await;
+    assert!(matches!(timed_out, Ok(None)), "{timed_out:?}");
+    await_count(&observer, &root, 1).await;
+    assert_eq!(proxy.dropped(), 4, "the proxy did not drop the deletes");
+
+    let third = tokio::spawn({
+        let mutex = Mutex::new(&holding, &root).unwrap();
+        async move { mutex.lock().await }
+    });
+    await_count(&observer, &root, 2).await;
+    guard.release().await.unwrap();
+    let third = bounded("the third contender takes the lock", PATIENCE, third)
+        .await
+        .unwrap()
+        .expect("lock");
+    third.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+/// A holder whose connection is cut while it releases, and restored within the session
+/// timeout: `release()` waits for it, returns `Ok` with the node gone, and the next waiter
+/// holds at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_on_a_cut_connection_waits_for_it_and_succeeds() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("release-cut");
+    let proxy = ensemble.proxy(0).await;
+    let holder = tolerant_session(&proxy.address(), SESSION_TIMEOUT).await;
+    let queue = Queue::new(&ensemble, &holder, &root).await;
+
+    cut_off(&proxy, &holder).await;
+    let releasing = tokio::spawn(queue.guard.release());
+    proxy.restore();
+    let released = bounded("the release", PATIENCE, releasing).await.unwrap();
+    assert!(released.is_ok(), "release: {released:?}");
+    the_next_holds(queue.waiter, &queue.observer, &root).await;
+}
+
+/// `resign()` while the candidate's connection is down waits for it instead of answering
+/// `ConnectionLoss`: the follower leads once it returns.
+#[tokio::test(flavor = "multi_thread")]
+async fn resign_on_a_cut_connection_waits_for_it_and_succeeds() {
+    let ensemble = Ensemble::start(1).await;
+    let root = unique_root("resign-cut");
+    let proxy = ensemble.proxy(0).await;
+    let leading = tolerant_session(&proxy.address(), SESSION_TIMEOUT).await;
+    let following = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
+    let leader = join_election(&leading, &root, "a").await;
+    bounded("a leads", PATIENCE, leader.leadership())
+        .await
+        .unwrap();
+    let follower = join_election(&following, &root, "b").await;
+    await_count(&observer, &root, 2).await;
+
+    cut_off(&proxy, &leading).await;
+    let resigning = tokio::spawn(leader.resign());
+    proxy.restore();
+    let resigned = bounded("resign", PATIENCE, resigning).await.unwrap();
+    assert!(
+        matches!(resigned, Ok(()) | Err(Error::LockLost { .. })),
+        "resign: {resigned:?}"
+    );
+    bounded("b leads", PATIENCE, follower.leadership())
+        .await
+        .unwrap();
+    assert_eq!(follower.role(), Role::Leader);
+    follower.resign().await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+/// Cuts `session`'s connection at `proxy` and waits until it knows.
+async fn cut_off(proxy: &Proxy, session: &Session) {
+    proxy.cut();
+    let mut events = session.events();
+    await_watch("the session is suspended", &mut events, |event| {
+        *event == SessionEvent::Suspended
+    })
+    .await;
+}
+
+/// A guard dropped on a thread without a tokio runtime still releases: the removal runs on
+/// the session's runtime.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_dropped_outside_a_runtime_releases() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("drop-off-runtime");
+    let holder = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let other = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    let next = bounded(
+        "another session takes the lock",
+        PATIENCE,
+        Mutex::new(&other, &root).unwrap().lock(),
+    )
+    .await
+    .expect("lock");
+    next.release().await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+/// A share of a re-entered hold released after the lock was lost says so, like the last.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reentered_share_released_after_a_loss_says_lost() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("reenter-lost");
+    let holder = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let observer = observer(&ensemble.connect_string()).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    let share = guard.reenter();
+    observer.delete(guard.node(), None).await.unwrap();
+    bounded("the loss is seen", PATIENCE, guard.lost()).await;
+    let released = share.release().await;
+    assert!(
+        matches!(released, Err(Error::LockLost { .. })),
+        "{released:?}"
+    );
+    let released = guard.release().await;
+    assert!(
+        matches!(released, Err(Error::LockLost { .. })),
+        "{released:?}"
+    );
+    await_empty(&observer, &root).await;
+}
