@@ -119,7 +119,9 @@ pub enum Error {
         recorded: u32,
     },
 
-    /// The [`Session`](crate::Session) was closed.
+    /// The [`Session`](crate::Session) ended for good: it was closed, a new session after
+    /// expiry was refused for good, or the runtime that ran it shut down;
+    /// [`Session::close_reason`](crate::Session::close_reason) says which.
     #[error("session closed")]
     Closed,
 

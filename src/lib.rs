@@ -59,5 +59,5 @@ pub use error::{Error, Result};
 pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
-pub use session::{parse_credentials, Session, SessionBuilder, SessionEvent};
+pub use session::{parse_credentials, CloseReason, Session, SessionBuilder, SessionEvent};
 pub use trust::Loss;

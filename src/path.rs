@@ -2,7 +2,9 @@
 //!
 //! A recipe root must be an absolute ZooKeeper path that the server would accept: it starts
 //! with `/`, has no empty, `.` or `..` component, no trailing `/`, and no character ZooKeeper
-//! rejects (NUL, control characters, the surrogate and private-use range, `U+FFF0`–`U+FFFF`).
+//! rejects (NUL, control characters, the surrogate and private-use range, `U+FFF0`–`U+FFFF`,
+//! and every character above `U+FFFF`: the server checks Java's UTF-16 code units, in which
+//! such a character is a surrogate pair).
 //! The root `/` itself and the reserved `/zookeeper` subtree are refused as recipe roots,
 //! and so is a root longer than [`MAX_LEN`] bytes (a request carrying it would come near the
 //! servers' 1 MiB request limit, and they drop a connection that exceeds it). Validation
@@ -61,13 +63,15 @@ fn component_reason(component: &str) -> Option<&'static str> {
     }
 }
 
-/// The characters ZooKeeper's `PathUtils.validatePath` accepts.
+/// The characters ZooKeeper's `PathUtils.validatePath` accepts. It refuses the UTF-16 code
+/// units `U+0000`–`U+001F`, `U+007F`–`U+009F`, `U+D800`–`U+F8FF` and `U+FFF0`–`U+FFFF`; a
+/// Rust `char` is never a lone surrogate, and one above `U+FFFF` is two surrogate units.
 fn allowed(c: char) -> bool {
     !matches!(c,
         '\u{0}'..='\u{1f}'
         | '\u{7f}'..='\u{9f}'
         | '\u{e000}'..='\u{f8ff}'
-        | '\u{fff0}'..='\u{ffff}')
+        | '\u{fff0}'..)
 }
 
 /// `parent/child` for a validated root and a child name.
@@ -106,6 +110,13 @@ mod tests {
         assert!(rejected("/a\u{7f}").contains("rejects"));
         assert!(rejected("/a\u{e000}").contains("rejects"));
         assert!(rejected("/a\u{fff5}").contains("rejects"));
+        assert!(rejected("/a\u{f8ff}").contains("rejects"));
+        assert!(rejected("/a\u{9f}").contains("rejects"));
+        assert!(rejected("/a\u{ffff}").contains("rejects"));
+        // Above U+FFFF: a surrogate pair for the server.
+        assert!(rejected("/t/ünï/cødé/🔒").contains("rejects"));
+        assert!(rejected("/a\u{10000}").contains("rejects"));
+        assert!(rejected("/a\u{10ffff}").contains("rejects"));
         assert!(rejected("/").contains("root node"));
         assert!(rejected("/zookeeper").contains("reserved"));
         assert!(rejected("/zookeeper/quota").contains("reserved"));
@@ -123,6 +134,7 @@ mod tests {
             "/.hidden",
             "/zookeeper2",
             "/ünïcødé/路径",
+            "/a\u{a0}\u{d7ff}\u{f900}\u{ffef}",
             "/with space",
         ] {
             assert_eq!(validate_root(path).ok(), Some(path), "{path:?}");

@@ -176,3 +176,172 @@ async fn a_closed_session_refuses_work() {
         other => panic!("lock on a closed session: {other:?}"),
     }
 }
+
+/// A listener no client should reach: `connect` must refuse before sending anything.
+fn untouched_listener() -> std::net::TcpListener {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    listener
+}
+
+fn assert_untouched(listener: &std::net::TcpListener, what: &str) {
+    match listener.accept() {
+        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("{what}: something was sent: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_range_timeouts_are_refused_before_anything_is_sent() {
+    let listener = untouched_listener();
+    let hosts = listener.local_addr().unwrap().to_string();
+    let huge = Duration::from_secs(3_000_000_000_000_000 * 3600);
+    let past_i32 = Duration::from_millis(i32::MAX as u64 + 1);
+    let cases = [
+        (
+            "session timeout 0",
+            Session::builder().session_timeout(Duration::ZERO),
+        ),
+        (
+            "session timeout 2^31 ms",
+            Session::builder().session_timeout(past_i32),
+        ),
+        (
+            "session timeout huge",
+            Session::builder().session_timeout(huge),
+        ),
+        (
+            "connection timeout 0",
+            Session::builder().connection_timeout(Duration::ZERO),
+        ),
+        (
+            "connection timeout huge",
+            Session::builder().connection_timeout(huge),
+        ),
+        (
+            "connection timeout max",
+            Session::builder().connection_timeout(Duration::MAX),
+        ),
+    ];
+    for (what, builder) in cases {
+        let started = Instant::now();
+        match bounded(what, PATIENCE, builder.connect(&hosts)).await {
+            Err(Error::InvalidArgument(reason)) => assert!(reason.contains("timeout"), "{reason}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{what}: not at once"
+        );
+        assert_untouched(&listener, what);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_largest_timeouts_accepted_connect() {
+    let ensemble = Ensemble::shared(1).await;
+    let max = Duration::from_millis(i32::MAX as u64);
+    let s = bounded(
+        "connect",
+        PATIENCE,
+        Session::builder()
+            .session_timeout(max)
+            .connection_timeout(max)
+            .connect(&ensemble.connect_string()),
+    )
+    .await
+    .expect("the largest timeouts are accepted");
+    // The servers clamp the session timeout to their maximum; it did not wrap to their
+    // minimum.
+    let negotiated = live_client(&s).session_timeout();
+    assert!(negotiated >= Duration::from_secs(10), "{negotiated:?}");
+    s.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paths_the_server_refuses_are_refused_before_anything_is_created() {
+    let ensemble = Ensemble::shared(1).await;
+    let s = session(&ensemble.connect_string(), Duration::from_secs(4)).await;
+    let observer = zk_harness::observer(&ensemble.connect_string()).await;
+    let root = unique_root("refused-path");
+    for leaf in ["🔒", "a\u{10000}b", "x\u{f8ff}", "\u{9f}", "\u{fffe}"] {
+        let path = format!("{root}/ünï/cødé/{leaf}");
+        match Mutex::new(&s, &path) {
+            Err(Error::InvalidPath { path: p, .. }) => assert_eq!(p, path),
+            Ok(mutex) => {
+                let result = bounded("lock", PATIENCE, mutex.lock()).await;
+                panic!("{path:?} was accepted: lock gave {result:?}");
+            }
+            Err(other) => panic!("{path:?}: {other:?}"),
+        }
+    }
+    assert!(
+        matches!(observer.check_stat(&root).await, Ok(None)),
+        "{root} was created"
+    );
+    // The characters just inside the server's ranges are accepted, by it too.
+    let edge = "\u{a0}\u{d7ff}\u{f900}\u{ffef}";
+    let path = format!("{root}/{edge}");
+    let guard = bounded("lock", PATIENCE, Mutex::new(&s, &path).unwrap().lock())
+        .await
+        .expect("a path the server accepts");
+    guard.release().await.unwrap();
+    await_empty(&observer, &path).await;
+    observer.delete(&path, None).await.unwrap();
+    observer.delete(&root, None).await.unwrap();
+}
+
+#[cfg(feature = "sasl")]
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_asked_of_a_server_without_sasl_is_refused() {
+    let hosts = Ensemble::shared(1).await.connect_string();
+    let started = Instant::now();
+    let connecting = Session::builder()
+        .sasl_digest_md5("orders-svc", "any password at all")
+        .connect(&hosts);
+    match bounded("connect", PATIENCE, connecting).await {
+        Err(Error::AuthFailed { reason, .. }) => {
+            assert!(!reason.contains("any password"), "{reason}")
+        }
+        other => panic!("SASL asked of a server without SASL: {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "not promptly");
+}
+
+/// Whether each of this process's TCP connections to `server` has `TCP_NODELAY`.
+#[cfg(target_os = "linux")]
+fn nodelay_to(server: std::net::SocketAddr) -> Vec<bool> {
+    use std::os::fd::FromRawFd;
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap().flatten();
+    fds.filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter_map(|fd: i32| {
+            // SAFETY: borrowed for a look, never closed (ManuallyDrop); a descriptor that
+            // is not a socket only makes the calls fail.
+            let stream =
+                std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+            (stream.peer_addr().ok()? == server).then(|| stream.nodelay().ok())?
+        })
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sessions_connections_get_tcp_nodelay() {
+    // Its own server: no other client of this process connects to it.
+    let ensemble = Ensemble::start(1).await;
+    let server = ensemble.address(0).parse().unwrap();
+    let s = session(&ensemble.address(0), Duration::from_secs(10)).await;
+    assert_eq!(nodelay_to(server), [true], "after connecting");
+    // A new connection, after a server restart, gets it too.
+    let mut seen = record_events(&s);
+    ensemble.restart(0).await;
+    await_events(&mut seen, &[SessionEvent::Reconnected], PATIENCE).await;
+    // Nothing announces when it is set (off the runtime's workers): look until it is.
+    bounded("TCP_NODELAY on the new connection", PATIENCE, async {
+        while nodelay_to(server) != [true] {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    s.close();
+}

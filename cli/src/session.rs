@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use tracing::{debug, info_span, Instrument};
-use zk_recipes::{NodeAcl, Session, SessionBuilder};
+use zk_recipes::{CloseReason, NodeAcl, Session, SessionBuilder};
 
 use crate::args::{Connection, Run};
 use crate::say::say;
@@ -80,6 +80,10 @@ pub async fn run(command: &impl OnSession, signals: &mut Signals) -> u8 {
         Ok(Ok(session)) => session,
     };
     let status = command.run(&session, signals).await;
+    // The session ended because a new one after expiry was refused for good: say why.
+    if let Some(CloseReason::Refused(err)) = session.close_reason() {
+        status::report(&err);
+    }
     close(session).await;
     status
 }

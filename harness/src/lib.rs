@@ -25,7 +25,8 @@
 //!   [`Ensemble::shared_with`] (extra `zoo.cfg` lines, JVM options, files, a TLS port,
 //!   SASL users), with key material made at test time by [`pki`];
 //! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
-//!   client off, [`expire_session`];
+//!   client off, a [`Forwarder`] to send its next connection to another server,
+//!   [`expire_session`];
 //! * [`history`]: critical sections recorded and checked for mutual exclusion;
 //! * [`peers`]: Curator and kazoo peers driven as real processes;
 //! * [`nemesis`]: contenders looping under a nemesis that deletes waiters' nodes and writes
@@ -39,6 +40,7 @@ mod clients;
 mod config;
 mod ensemble;
 mod events;
+mod forwarder;
 pub mod history;
 mod launcher;
 pub mod nemesis;
@@ -55,6 +57,7 @@ pub use clients::{
 pub use config::ServerConfig;
 pub use ensemble::{expire_session, four_letter_at, unique_root, Ensemble};
 pub use events::{await_events, record_events, EventLog};
+pub use forwarder::Forwarder;
 pub use proxy::Proxy;
 pub use wait::{await_watch, bounded, unless_stopped, PATIENCE, WORK};
 pub use znodes::{

@@ -1,8 +1,8 @@
 //! [`SessionBuilder`]: the settings of a [`Session`] and the connect that applies them.
 //!
 //! Every setting is checked when [`connect`](SessionBuilder::connect) is called, before
-//! anything is sent: a bad connect string, chroot, user name, PEM, or a creator-only ACL
-//! without an identity fail there with a clear error.
+//! anything is sent: a bad connect string, chroot, user name, PEM, a timeout out of range,
+//! or a creator-only ACL without an identity fail there with a clear error.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use zookeeper_client::Client;
 
 use super::credentials::{Credentials, Login, Secret};
 use super::dialer::Dialer;
-use super::nodelay::Sockets;
+use super::nodelay::Servers;
 use super::probe::Transport;
 #[cfg(feature = "tls")]
 use super::tls::TlsSettings;
@@ -19,6 +19,15 @@ use super::Session;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
+
+/// The longest session or connection timeout accepted: `i32::MAX` milliseconds (about
+/// 24.8 days). The protocol carries the session timeout as a signed 32-bit count of
+/// milliseconds; longer ones would wrap.
+const MAX_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// The shortest session or connection timeout accepted: one millisecond (the protocol's
+/// unit; zero would mean "the client's default" to zookeeper-client).
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// Configures and connects a [`Session`]; made by [`Session::builder`].
 ///
@@ -53,13 +62,22 @@ impl Default for SessionBuilder {
 impl SessionBuilder {
     /// The session timeout to ask the servers for (they clamp it to their own bounds).
     /// Default: 10 s.
+    ///
+    /// It must lie between 1 ms and `i32::MAX` ms (about 24.8 days), the range the protocol
+    /// carries; otherwise [`connect`](Self::connect) fails with [`Error::InvalidArgument`]
+    /// before anything is sent.
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
         self
     }
 
     /// How long [`connect`](Self::connect) may try before it gives up with
-    /// [`Error::Unreachable`]. Default: 10 s.
+    /// [`Error::Unreachable`]; also the bound of every attempt to make a new session after
+    /// expiry. Default: 10 s.
+    ///
+    /// It must lie between 1 ms and `i32::MAX` ms (about 24.8 days); otherwise
+    /// [`connect`](Self::connect) fails with [`Error::InvalidArgument`] before anything is
+    /// sent.
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = timeout;
         self
@@ -107,6 +125,10 @@ impl SessionBuilder {
     /// the users of the servers' JAAS `Server` section. The servers check the password when
     /// the session is made: a wrong one fails [`connect`](Self::connect) with
     /// [`Error::AuthFailed`]. The session's identity for ACLs is `sasl:<user>`.
+    ///
+    /// Every new session is confirmed with ZooKeeper's `whoami` (3.7 and later): servers
+    /// without SASL, which would leave the session unauthenticated whatever the password,
+    /// fail [`connect`](Self::connect) with [`Error::AuthFailed`] too.
     ///
     /// The password is never shown in `Debug` output or logs.
     #[cfg(feature = "sasl")]
@@ -172,8 +194,9 @@ impl SessionBuilder {
     /// # Notable errors
     /// * [`Error::InvalidConnectString`] if `hosts` cannot be parsed.
     /// * [`Error::InvalidPath`] if the chroot is malformed.
-    /// * [`Error::InvalidArgument`] if a user name or a PEM is unusable, or a creator-only
-    ///   [`node_acl`](Self::node_acl) has no credentials to go with it; nothing was sent.
+    /// * [`Error::InvalidArgument`] if a timeout is out of range, a user name or a PEM is
+    ///   unusable, or a creator-only [`node_acl`](Self::node_acl) has no credentials to go
+    ///   with it; nothing was sent.
     /// * [`Error::AuthFailed`] if the servers refused the SASL credentials.
     /// * [`Error::Tls`] if every server refused the TLS settings (certificate not trusted,
     ///   client certificate missing or refused, TLS spoken to a plaintext port or the
@@ -185,7 +208,7 @@ impl SessionBuilder {
     /// Cancel safe: dropping the future abandons the attempt and leaves no session behind.
     pub async fn connect(self, hosts: &str) -> Result<Session> {
         let target = self.target(hosts)?;
-        let dialer = self.dialer()?;
+        let dialer = self.dialer(&target)?;
         let span = info_span!(
             "zk.connect",
             hosts = %target,
@@ -193,19 +216,23 @@ impl SessionBuilder {
             tls = self.tls_enabled(),
         );
         async move {
-            let mut sockets = Sockets::before_connecting(&target);
             let dialed = std::time::Instant::now();
             let client = dialer.dial(&target).await?;
-            sockets.set_nodelay_on_new();
+            let servers = Servers::new(dialer.hosts());
+            // Before the session's first requests; a failure only costs speed.
+            let _ = servers.set_nodelay().await;
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
-            Ok(Session::start(self, dialer, target, (client, dialed), sockets))
+            Ok(Session::start(self, dialer, target, (client, dialed), servers))
         }
         .instrument(span)
         .await
     }
 
-    /// Checks the credentials, the ACL and the TLS settings; the dialer that applies them.
-    fn dialer(&self) -> Result<Dialer> {
+    /// Checks the timeouts, the credentials, the ACL and the TLS settings; the dialer that
+    /// applies them to `target`.
+    fn dialer(&self, target: &str) -> Result<Dialer> {
+        check_timeout("session", self.session_timeout)?;
+        check_timeout("connection", self.connection_timeout)?;
         self.credentials.validate()?;
         let transport = self.transport()?;
         if self.node_acl.needs_identity() && !self.has_identity() {
@@ -223,10 +250,12 @@ impl SessionBuilder {
             Transport::Plain => connector,
         };
         Ok(Dialer::new(
+            target,
             connector,
             transport,
             self.connection_timeout,
             self.credentials.refused(),
+            self.credentials.sasl_user(),
         ))
     }
 
@@ -269,6 +298,17 @@ impl SessionBuilder {
             None => Ok(hosts.to_owned()),
         }
     }
+}
+
+/// `Ok` if `timeout` lies within [`MIN_TIMEOUT`]..=[`MAX_TIMEOUT`].
+fn check_timeout(which: &str, timeout: Duration) -> Result<()> {
+    if (MIN_TIMEOUT..=MAX_TIMEOUT).contains(&timeout) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "{which} timeout {timeout:?} out of range: it must lie between {MIN_TIMEOUT:?} and \
+         {MAX_TIMEOUT:?} (i32::MAX ms)"
+    )))
 }
 
 fn invalid_hosts(hosts: &str, reason: &str) -> Error {

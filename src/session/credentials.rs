@@ -84,6 +84,15 @@ impl Credentials {
         "authentication failed".to_owned()
     }
 
+    /// The SASL user the servers must confirm, if SASL is asked for.
+    pub(crate) fn sasl_user(&self) -> Option<String> {
+        #[cfg(feature = "sasl")]
+        if let Some(login) = &self.sasl {
+            return Some(login.user.clone());
+        }
+        None
+    }
+
     /// Checks the user names; nothing is sent.
     ///
     /// # Notable errors

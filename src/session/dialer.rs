@@ -17,15 +17,21 @@
 //! fails at once with [`Error::Tls`]. Otherwise it goes on, and if the connection timeout
 //! passes, fails with [`Error::Unreachable`], whose reason tells what each host did.
 //! Refused SASL credentials end the dial at once with [`Error::AuthFailed`].
+//!
+//! A server without SASL answers the SASL exchange without authenticating anyone, and
+//! the session would go on unauthenticated. So when SASL is asked for, every new session
+//! is checked with `whoami` (ZooKeeper 3.7 and later): unless the servers name the SASL
+//! user among the session's identities, the dial fails with [`Error::AuthFailed`].
 
 use std::fmt::{self, Write as _};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, debug_span, Instrument};
 use zookeeper_client::{Client, Connector};
 
 use super::probe::{self, Finding, Host, Transport};
-use crate::error::{Error, Result};
+use crate::error::{outcome_unknown, Error, Result};
 
 /// The pause after the first failed round; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
@@ -39,9 +45,13 @@ pub(crate) struct Dialer {
     transport: Transport,
     /// Whether plain `host:port` entries are reached over TLS.
     secure: bool,
+    /// The hosts of the connect string, read once.
+    hosts: Arc<[Host]>,
     connection_timeout: Duration,
     /// The reason of an [`Error::AuthFailed`].
     refused: String,
+    /// The SASL user the servers must confirm, if SASL is asked for.
+    sasl_user: Option<String>,
 }
 
 impl fmt::Debug for Dialer {
@@ -54,28 +64,39 @@ impl fmt::Debug for Dialer {
 }
 
 impl Dialer {
-    /// A dialer with `connector` (credentials and TLS already applied).
+    /// A dialer for the connect string `target` with `connector` (credentials and TLS
+    /// already applied).
     pub(super) fn new(
+        target: &str,
         connector: Connector,
         transport: Transport,
         connection_timeout: Duration,
         refused: String,
+        sasl_user: Option<String>,
     ) -> Dialer {
         let secure = !matches!(transport, Transport::Plain);
         Dialer {
             connector: connector.with_fail_eagerly(),
             transport,
             secure,
+            hosts: probe::hosts(target, secure).into(),
             connection_timeout,
             refused,
+            sasl_user,
         }
+    }
+
+    /// The hosts of the connect string.
+    pub(super) fn hosts(&self) -> Arc<[Host]> {
+        self.hosts.clone()
     }
 
     /// Makes a new session on `target` (the connect string with its chroot).
     ///
     /// # Notable errors
     /// * [`Error::InvalidConnectString`] if the client cannot parse `target`.
-    /// * [`Error::AuthFailed`] if the servers refused the SASL credentials.
+    /// * [`Error::AuthFailed`] if the servers refused the SASL credentials, or did not
+    ///   authenticate the session with them (no SASL on the servers).
     /// * [`Error::Tls`] if every host refused the TLS settings.
     /// * [`Error::Unreachable`] if no session was made within the connection timeout.
     ///
@@ -86,13 +107,16 @@ impl Dialer {
         let mut pause = FIRST_PAUSE;
         let mut findings = None;
         for round in 1.. {
-            let attempt = self
-                .round(target)
-                .instrument(debug_span!("zk.connect.round", round));
+            let attempt = async {
+                let client = self.round(target).await?;
+                self.confirm(target, client).await
+            };
+            let attempt = attempt.instrument(debug_span!("zk.connect.round", round));
             let failed = match tokio::time::timeout_at(deadline.into(), attempt).await {
                 Err(_) => break,
                 Ok(Ok(client)) => return Ok(client),
-                Ok(Err(err)) => self.fatal(target, err)?,
+                Ok(Err(Refusal::Zk(err))) => self.fatal(target, err)?,
+                Ok(Err(Refusal::Final(err))) => return Err(err),
             };
             debug!(err = %failed, round, "no session in this round");
             if findings.is_none() {
@@ -121,6 +145,40 @@ impl Dialer {
         }
     }
 
+    /// `client` back if the servers authenticated its session as the SASL user asked for (or
+    /// none was); a failed round if the outcome is unknown.
+    async fn confirm(&self, target: &str, client: Client) -> Result<Client, Refusal> {
+        let Some(user) = &self.sasl_user else {
+            return Ok(client);
+        };
+        let users = match client.list_auth_users().await {
+            Ok(users) => users,
+            Err(err) if outcome_unknown(&err) => return Err(Refusal::Zk(err)),
+            Err(err) => {
+                return Err(self.refusal(target, format!("whoami, to confirm it, failed: {err}")))
+            }
+        };
+        debug!(identities = ?users, "the servers authenticated the session as");
+        match users
+            .iter()
+            .any(|id| id.scheme() == "sasl" && id.user() == user)
+        {
+            true => Ok(client),
+            false => Err(self.refusal(
+                target,
+                "the servers did not authenticate the session (is SASL enabled on them?)".into(),
+            )),
+        }
+    }
+
+    /// An [`Error::AuthFailed`] that ends the dial: authentication was not done, `why`.
+    fn refusal(&self, target: &str, why: String) -> Refusal {
+        Refusal::Final(Error::AuthFailed {
+            hosts: target.to_owned(),
+            reason: format!("{}: {why}", self.refused),
+        })
+    }
+
     /// The error that ends the dial at once, if `err` is one; else `err` back.
     fn fatal(&self, target: &str, err: zookeeper_client::Error) -> Result<zookeeper_client::Error> {
         use zookeeper_client::Error as Zk;
@@ -139,9 +197,8 @@ impl Dialer {
 
     /// Looks at every host; fails with [`Error::Tls`] if each one refused the TLS settings.
     async fn look(&self, target: &str, deadline: Instant) -> Result<Vec<(Host, Finding)>> {
-        let hosts = probe::hosts(target, self.secure);
         let limit = deadline.saturating_duration_since(Instant::now());
-        let findings = probe::look_at_all(hosts, &self.transport, limit)
+        let findings = probe::look_at_all(self.hosts.to_vec(), &self.transport, limit)
             .instrument(debug_span!("zk.connect.probe"))
             .await;
         for (host, finding) in &findings {
@@ -156,6 +213,18 @@ impl Dialer {
             }),
             false => Ok(findings),
         }
+    }
+}
+
+/// Why a round gave no session: the client's error, or one that ends the dial.
+enum Refusal {
+    Zk(zookeeper_client::Error),
+    Final(Error),
+}
+
+impl From<zookeeper_client::Error> for Refusal {
+    fn from(err: zookeeper_client::Error) -> Refusal {
+        Refusal::Zk(err)
     }
 }
 

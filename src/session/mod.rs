@@ -4,22 +4,23 @@ mod builder;
 mod connection;
 mod credentials;
 mod dialer;
+mod keeper;
 mod nodelay;
 mod probe;
 #[cfg(feature = "tls")]
 mod tls;
 
 use std::future::Future;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, warn};
-use zookeeper_client::{Client, SessionState};
+use zookeeper_client::Client;
 
 use dialer::Dialer;
-use nodelay::Sockets;
+use keeper::{keep, Abandoned};
+use nodelay::Servers;
 
 pub use builder::SessionBuilder;
 pub(crate) use connection::{
@@ -29,7 +30,7 @@ pub use credentials::parse_credentials;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::trust::{keep_confirming, Liveness};
+use crate::trust::Liveness;
 
 /// How many queue entries (a create and its listing) one session has in flight at once.
 ///
@@ -50,8 +51,28 @@ pub enum SessionEvent {
     Reconnected,
     /// The servers expired the session; a new session is being made.
     Expired,
-    /// The session was closed with [`Session::close`]; nothing more will happen.
+    /// The session ended for good; nothing more will happen. [`Session::close_reason`] says
+    /// why: [`Session::close`] was called, a new session after expiry was refused for good,
+    /// or the tokio runtime that ran the session shut down.
     Closed,
+}
+
+/// Why a session ended for good, as [`Session::close_reason`] tells. From then on the
+/// recipes of the session fail with [`Error::Closed`] and what they held is lost with
+/// [`Loss::Closed`](crate::Loss::Closed).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// [`Session::close`] was called.
+    Requested,
+    /// After expiry, the servers refused the new session for a reason that retrying does
+    /// not fix: the error the attempt failed with ([`Error::AuthFailed`], [`Error::Tls`],
+    /// [`Error::InvalidConnectString`], ...). Unreachable servers are not such a reason:
+    /// the session keeps trying, with back-off, until they answer.
+    Refused(Error),
+    /// The tokio runtime that ran the session's tasks shut down: nothing watches the
+    /// connection or renews the session any more.
+    RuntimeGone,
 }
 
 /// A ZooKeeper session that outlives expiry.
@@ -61,6 +82,9 @@ pub enum SessionEvent {
 /// client reconnects by itself. When the servers declare the session expired, that client is
 /// dead for good: `Session` then connects again with a fresh session, with bounded back-off,
 /// and the recipes built on it follow (held locks are reported lost, candidates re-join).
+/// A new session the servers refuse for good (credentials or TLS settings refused, see
+/// [`CloseReason::Refused`]) ends the `Session` instead of being tried forever; servers
+/// that cannot be reached are tried again until they answer.
 ///
 /// Every change is published as a [`SessionEvent`] on a [`tokio::sync::watch`] channel, so
 /// a receiver always sees the latest state; transitions faster than the receiver looks may
@@ -87,6 +111,17 @@ pub enum SessionEvent {
 /// }
 /// # Ok(()) }
 /// ```
+///
+/// # Runtime
+///
+/// A session needs a tokio runtime (with time and I/O enabled) to connect, and its tasks
+/// (the client's connection and the task that watches and renews the session) run on the
+/// runtime it was connected on, for as long as the session lives. Keep that runtime
+/// running while the session is used, from any runtime or thread. If it shuts down, the
+/// session ends: [`SessionEvent::Closed`] is published, [`close_reason`](Self::close_reason)
+/// is [`CloseReason::RuntimeGone`], and every recipe call fails with [`Error::Closed`].
+/// A session shared by tests that each run their own runtime (`#[tokio::test]`) ends with
+/// the first of them.
 #[derive(Clone, Debug)]
 pub struct Session {
     inner: Arc<Inner>,
@@ -102,11 +137,24 @@ struct Inner {
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Turns to enter a queue: at most [`ENTRIES_IN_FLIGHT`] at once.
     entries: Semaphore,
+    /// Why the session ended for good; the first reason stays.
+    close_reason: OnceLock<CloseReason>,
     /// What the servers confirmed of the live session (see [`Liveness`]).
     liveness: std::sync::Mutex<Arc<Liveness>>,
     /// The runtime the session was made on, whose tasks run its client: removals of nodes
     /// run there, even when their owner is dropped outside any runtime.
     runtime: tokio::runtime::Handle,
+}
+
+impl Inner {
+    /// Ends the session for good because of `reason` (unless it ended already): no client
+    /// any more, [`SessionEvent::Closed`], no more turns to enter a queue.
+    fn end(&self, reason: CloseReason) {
+        let _ = self.close_reason.set(reason);
+        self.current.send_replace(Current::Closed);
+        self.events.send_replace(SessionEvent::Closed);
+        self.entries.close();
+    }
 }
 
 /// The client of the live session, if there is one. This is the only lasting strong
@@ -150,7 +198,7 @@ impl Session {
         dialer: Dialer,
         target: String,
         (client, dialed): (Client, Instant),
-        sockets: Sockets,
+        servers: Servers,
     ) -> Session {
         let liveness = Liveness::of(&client, dialed);
         let client = Arc::new(client);
@@ -163,14 +211,19 @@ impl Session {
             events,
             keeper: std::sync::Mutex::new(None),
             entries: Semaphore::new(ENTRIES_IN_FLIGHT),
+            close_reason: OnceLock::new(),
             liveness: std::sync::Mutex::new(liveness.clone()),
             runtime: tokio::runtime::Handle::current(),
         });
+        let abandoned = Abandoned {
+            session: Arc::downgrade(&inner),
+            armed: true,
+        };
         let keeper = tokio::spawn(keep(
-            Arc::downgrade(&inner),
+            abandoned,
             target,
             (Arc::downgrade(&client), liveness),
-            sockets,
+            servers,
         ));
         if let Ok(mut slot) = inner.keeper.lock() {
             *slot = Some(keeper);
@@ -207,7 +260,8 @@ impl Session {
         self.inner.builder.node_acl
     }
 
-    /// Closes the session: publishes [`SessionEvent::Closed`], stops renewing, and ends the
+    /// Closes the session: publishes [`SessionEvent::Closed`] (with
+    /// [`CloseReason::Requested`]), stops renewing, and ends the
     /// ZooKeeper session, so that its nodes go. Waiting acquisitions and joins fail with
     /// [`Error::Closed`], held locks and leaderships are lost with
     /// [`Loss::Closed`](crate::Loss::Closed), and recipes of this session fail with
@@ -220,14 +274,18 @@ impl Session {
     /// # Cancel safety
     /// Not async; takes effect at once.
     pub fn close(&self) {
+        let _ = self.inner.close_reason.set(CloseReason::Requested);
         if let Ok(mut keeper) = self.inner.keeper.lock() {
             if let Some(keeper) = keeper.take() {
                 keeper.abort();
             }
         }
-        self.inner.current.send_replace(Current::Closed);
-        self.inner.events.send_replace(SessionEvent::Closed);
-        self.inner.entries.close();
+        self.inner.end(CloseReason::Requested);
+    }
+
+    /// Why the session ended for good ([`SessionEvent::Closed`]); `None` while it has not.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.inner.close_reason.get().cloned()
     }
 
     /// Resolves once the session is closed.
@@ -333,119 +391,6 @@ impl Session {
         match &*state {
             Current::Live(client) => Ok(client.clone()),
             Current::Renewing | Current::Closed => Err(Error::Closed),
-        }
-    }
-}
-
-/// Publishes the client's state changes and renews the session after expiry, until the
-/// session is closed or every `Session` clone is gone; sets `TCP_NODELAY` on every new
-/// connection; confirms the session to the servers (see [`Liveness`]). Keeps only weak
-/// references, so that replacing [`Current`] is what ends a session.
-async fn keep(
-    inner: Weak<Inner>,
-    target: String,
-    (mut client, mut liveness): (Weak<Client>, Arc<Liveness>),
-    mut sockets: Sockets,
-) {
-    loop {
-        let Some(states) = client
-            .upgrade()
-            .map(|client| (client.state_watcher(), client.session_id()))
-        else {
-            return;
-        };
-        let ended = tokio::select! {
-            ended = follow(&inner, states, &mut sockets) => ended,
-            () = keep_confirming(liveness, client.clone()) => return,
-        };
-        let Some(session) = inner.upgrade() else {
-            return;
-        };
-        if ended == SessionState::Closed {
-            session.current.send_replace(Current::Closed);
-            session.events.send_replace(SessionEvent::Closed);
-            return;
-        }
-        session.current.send_replace(Current::Renewing);
-        session.events.send_replace(SessionEvent::Expired);
-        let dialer = session.dialer.clone();
-        drop(session);
-        let (renewed, dialed) = renew(&dialer, &target).await;
-        let renewed = Arc::new(renewed);
-        sockets.set_nodelay_on_new();
-        let Some(session) = inner.upgrade() else {
-            return;
-        };
-        liveness = Liveness::of(&renewed, dialed);
-        if let Ok(mut current) = session.liveness.lock() {
-            *current = liveness.clone();
-        }
-        client = Arc::downgrade(&renewed);
-        session.current.send_replace(Current::Live(renewed));
-        session.events.send_replace(SessionEvent::Connected);
-    }
-}
-
-/// Publishes Suspended / Reconnected until the client reaches a terminal state; returns it.
-async fn follow(
-    inner: &Weak<Inner>,
-    (mut states, session_id): (zookeeper_client::StateWatcher, zookeeper_client::SessionId),
-    sockets: &mut Sockets,
-) -> SessionState {
-    // The client may have left the connected state before this task first ran (a loaded
-    // machine): start from the state it is in, not from its next change.
-    let mut state = states.state();
-    if matches!(
-        state,
-        SessionState::SyncConnected | SessionState::ConnectedReadOnly
-    ) {
-        state = states.changed().await;
-    }
-    loop {
-        let event = match state {
-            SessionState::Disconnected => SessionEvent::Suspended,
-            SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
-                sockets.set_nodelay_on_new();
-                SessionEvent::Reconnected
-            }
-            SessionState::Expired | SessionState::AuthFailed => {
-                warn!(session = %session_id, ?state, "session ended");
-                return SessionState::Expired;
-            }
-            SessionState::Closed => return SessionState::Closed,
-        };
-        debug!(session = %session_id, ?event, "session state");
-        match inner.upgrade() {
-            Some(session) => session.events.send_replace(event),
-            None => return SessionState::Closed,
-        };
-        state = states.changed().await;
-    }
-}
-
-/// Connects a fresh session with the credentials and TLS settings of the first one, backing
-/// off between failed attempts (100 ms doubling to 5 s); with the instant its connect
-/// began.
-async fn renew(dialer: &Dialer, target: &str) -> (Client, Instant) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let dialed = Instant::now();
-        match dialer.dial(target).await {
-            Ok(client) => {
-                info!(session = %client.session_id(), "new session after expiry");
-                return (client, dialed);
-            }
-            Err(err) => {
-                match err {
-                    Error::Unreachable { .. } => {
-                        debug!(%err, ?backoff, "renewing failed; retrying")
-                    }
-                    // Credentials or TLS refused: worth a warning, nothing else to tell.
-                    _ => warn!(%err, ?backoff, "renewing the session was refused; retrying"),
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
         }
     }
 }

@@ -1,0 +1,185 @@
+//! The session's keeper: the task that follows the client's state, publishes it as
+//! [`SessionEvent`]s, confirms the session to the servers, and makes a new session after
+//! expiry, until the session ends.
+//!
+//! A new session is tried again, with back-off, while the servers cannot be reached; one
+//! they refuse for good (see [`lasting`]) ends the session with [`CloseReason::Refused`].
+//! If the runtime running the keeper shuts down, the session ends with
+//! [`CloseReason::RuntimeGone`].
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+use zookeeper_client::{Client, SessionState};
+
+use super::dialer::Dialer;
+use crate::trust::{keep_confirming, Liveness};
+use super::nodelay::Servers;
+use super::{CloseReason, Current, Inner, SessionEvent};
+use crate::error::{Error, Result};
+
+/// Publishes the client's state changes and renews the session after expiry, until the
+/// session is closed or every `Session` clone is gone; sets `TCP_NODELAY` on every new
+/// connection; confirms the session to the servers (see [`Liveness`]). Keeps only weak
+/// references, so that replacing [`Current`] is what ends a session.
+///
+/// If this future is dropped before it is done (its runtime shut down, even before it first
+/// ran), `abandoned` ends the session with [`CloseReason::RuntimeGone`]: nothing would
+/// watch or renew it any more.
+pub(super) async fn keep(
+    mut abandoned: Abandoned,
+    target: String,
+    client: (Weak<Client>, Arc<Liveness>),
+    servers: Servers,
+) {
+    keep_until_done(abandoned.session.clone(), target, client, servers).await;
+    abandoned.armed = false;
+}
+
+/// The keeper's guard: ends the session with [`CloseReason::RuntimeGone`] if dropped while
+/// armed.
+pub(super) struct Abandoned {
+    pub(super) session: Weak<Inner>,
+    pub(super) armed: bool,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(session) = self.session.upgrade().filter(|_| self.armed) else {
+            return;
+        };
+        if session.close_reason.get().is_none() {
+            warn!("the session's runtime shut down: the session is closed");
+        }
+        session.end(CloseReason::RuntimeGone);
+    }
+}
+
+async fn keep_until_done(
+    inner: Weak<Inner>,
+    target: String,
+    (mut client, mut liveness): (Weak<Client>, Arc<Liveness>),
+    servers: Servers,
+) {
+    loop {
+        let Some(states) = client
+            .upgrade()
+            .map(|client| (client.state_watcher(), client.session_id()))
+        else {
+            return;
+        };
+        let ended = tokio::select! {
+            ended = follow(&inner, states, &servers) => ended,
+            () = keep_confirming(liveness, client.clone()) => return,
+        };
+        let Some(session) = inner.upgrade() else {
+            return;
+        };
+        if ended == SessionState::Closed {
+            session.end(CloseReason::Requested);
+            return;
+        }
+        session.current.send_replace(Current::Renewing);
+        session.events.send_replace(SessionEvent::Expired);
+        let dialer = session.dialer.clone();
+        drop(session);
+        let renewed = renew(&dialer, &target).await;
+        let Some(session) = inner.upgrade() else {
+            return;
+        };
+        let (renewed, dialed) = match renewed {
+            Ok((renewed, dialed)) => (Arc::new(renewed), dialed),
+            Err(err) => {
+                warn!(%err, "a new session was refused for good: the session is closed");
+                session.end(CloseReason::Refused(err));
+                return;
+            }
+        };
+        // Runs by itself, off the runtime's workers.
+        drop(servers.set_nodelay());
+        liveness = Liveness::of(&renewed, dialed);
+        if let Ok(mut current) = session.liveness.lock() {
+            *current = liveness.clone();
+        }
+        client = Arc::downgrade(&renewed);
+        session.current.send_replace(Current::Live(renewed));
+        session.events.send_replace(SessionEvent::Connected);
+    }
+}
+
+/// Publishes Suspended / Reconnected until the client reaches a terminal state; returns it.
+async fn follow(
+    inner: &Weak<Inner>,
+    (mut states, session_id): (zookeeper_client::StateWatcher, zookeeper_client::SessionId),
+    servers: &Servers,
+) -> SessionState {
+    // The client may have left the connected state before this task first ran (a loaded
+    // machine): start from the state it is in, not from its next change.
+    let mut state = states.state();
+    if matches!(
+        state,
+        SessionState::SyncConnected | SessionState::ConnectedReadOnly
+    ) {
+        state = states.changed().await;
+    }
+    loop {
+        let event = match state {
+            SessionState::Disconnected => SessionEvent::Suspended,
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                drop(servers.set_nodelay());
+                SessionEvent::Reconnected
+            }
+            SessionState::Expired | SessionState::AuthFailed => {
+                warn!(session = %session_id, ?state, "session ended");
+                return SessionState::Expired;
+            }
+            SessionState::Closed => return SessionState::Closed,
+        };
+        debug!(session = %session_id, ?event, "session state");
+        match inner.upgrade() {
+            Some(session) => session.events.send_replace(event),
+            None => return SessionState::Closed,
+        };
+        state = states.changed().await;
+    }
+}
+
+/// Connects a fresh session with the credentials and TLS settings of the first one, backing
+/// off between attempts that failed for a passing reason (100 ms doubling to 5 s); with
+/// the instant its connect began.
+///
+/// # Notable errors
+/// A refusal that retrying cannot fix (see [`lasting`]).
+async fn renew(dialer: &Dialer, target: &str) -> Result<(Client, Instant)> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let dialed = Instant::now();
+        match dialer.dial(target).await {
+            Ok(client) => {
+                info!(session = %client.session_id(), "new session after expiry");
+                return Ok((client, dialed));
+            }
+            Err(err) if lasting(&err) => return Err(err),
+            Err(err) => {
+                debug!(%err, ?backoff, "renewing failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Whether a failed dial would fail the same way every time: the servers refused the
+/// credentials or the TLS settings, or the settings themselves are unusable. Servers that
+/// cannot be reached (or give no session in time) may be back later.
+fn lasting(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::AuthFailed { .. }
+            | Error::Tls { .. }
+            | Error::InvalidConnectString { .. }
+            | Error::InvalidArgument(_)
+            | Error::InvalidPath { .. }
+    )
+}
