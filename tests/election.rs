@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use zk_harness::{
-    await_empty, await_one_leader, await_queue, bounded, join_election, leaders, live_client, name,
-    observer, participant_ids, session, unique_root, Ensemble, PATIENCE,
+    await_count, await_empty, await_one_leader, await_queue, bounded, join_election, leaders,
+    live_client, name, observer, participant_ids, session, unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{Candidate, Error, LeaderElection, Role};
 
@@ -220,10 +220,15 @@ async fn the_role_steps_down_with_the_loss() {
         let leadership = bounded("a leads", PATIENCE, candidate.leadership())
             .await
             .unwrap();
+        // Another behind it, so that after its loss it joins again as a follower (alone,
+        // it would lead again at once, and the role would rightly say so).
+        let next = join_election(&s, &root, "b").await;
+        await_count(&observer, &root, 2).await;
         observer.delete(leadership.node(), None).await.unwrap();
         bounded("the loss", PATIENCE, leadership.lost()).await;
         assert_eq!(*roles.borrow(), Role::Follower, "round {round}");
         candidate.resign().await.ok();
+        next.resign().await.ok();
         await_empty(&observer, &root).await;
     }
 }

@@ -94,3 +94,47 @@ async fn sigint_while_waiting_exits_130_and_leaves_no_node() {
     // Its session was closed before it exited: its node is gone already.
     assert_eq!(test.children().await, [name(held.node())]);
 }
+
+/// zk-recipes stopped (SIGSTOP) for twice its session timeout while CMD runs on, its
+/// connection silent (a proxy passes nothing either way, not even the server closing it):
+/// another client takes the lock once the stopped one's session expired. At SIGCONT
+/// zk-recipes stops CMD at once and exits 79, before it hears anything from the servers,
+/// even with `--tolerate-suspension` (which would otherwise keep it a third of the session
+/// timeout longer).
+#[tokio::test]
+async fn paused_past_its_session_it_stops_cmd_when_it_wakes() {
+    const SESSION: Duration = Duration::from_secs(4);
+    let test = Test::new("paused").await;
+    let proxy = zk_harness::Ensemble::shared(1).await.proxy(0).await;
+    let hosts = proxy.address();
+    // Even tolerating a suspension (for a third of the session timeout) does not keep CMD.
+    let options = [
+        "--hosts",
+        &hosts,
+        "--session-timeout",
+        "4s",
+        "--tolerate-suspension",
+    ];
+    let (mut lock, _, _) = lock_running_with(&test, &options, TRAPS_TERM).await;
+
+    proxy.freeze();
+    signal(&lock, Signal::SIGSTOP);
+    let stopped = std::time::Instant::now();
+    let (_session, other) =
+        zk_harness::bounded("another client takes the lock", PATIENCE, test.hold_lock()).await;
+    // The pause itself: twice the session timeout.
+    tokio::time::sleep_until((stopped + 2 * SESSION).into()).await;
+    signal(&lock, Signal::SIGCONT);
+    let resumed = std::time::Instant::now();
+    await_lines(&test.scratch.file("termed"), 1).await;
+    let after = resumed.elapsed();
+    proxy.restore();
+
+    assert!(
+        after < Duration::from_secs(1),
+        "SIGTERM came {after:?} after SIGCONT"
+    );
+    assert_eq!(exit_within(&mut lock, PATIENCE).await.code(), Some(79));
+    assert!(!other.is_lost());
+    assert_eq!(test.children().await, [name(other.node())]);
+}

@@ -19,6 +19,9 @@ enum State {
     /// pause between: every message reaches the client apart from the next.
     Trickling,
     Cut,
+    /// Forwards nothing either way, and keeps the connections open: neither side hears
+    /// anything, not even the other side closing.
+    Frozen,
     Closed,
 }
 
@@ -96,6 +99,13 @@ impl Proxy {
         self.state.send_replace(State::Trickling);
     }
 
+    /// Forwards nothing either way until [`Proxy::restore`], keeping every connection open:
+    /// a client then hears nothing, not even the server closing its connection, until its
+    /// own timers tell it.
+    pub fn freeze(&self) {
+        self.state.send_replace(State::Frozen);
+    }
+
     /// Accepts and forwards again (in both directions).
     pub fn restore(&self) {
         self.state.send_replace(State::Open);
@@ -134,7 +144,10 @@ async fn accept_loop(
 }
 
 fn forwarding(state: State) -> bool {
-    matches!(state, State::Open | State::Muted | State::Trickling)
+    matches!(
+        state,
+        State::Open | State::Muted | State::Trickling | State::Frozen
+    )
 }
 
 async fn forward(
@@ -177,8 +190,20 @@ async fn downstream(
     states: watch::Receiver<State>,
 ) -> std::io::Result<()> {
     let mut buf = vec![0; 16 * 1024];
+    let mut states = states;
     loop {
-        let n = from.read(&mut buf).await?;
+        while *states.borrow_and_update() == State::Frozen {
+            if states.changed().await.is_err() {
+                return Ok(());
+            }
+        }
+        let n = tokio::select! {
+            read = from.read(&mut buf) => read?,
+            changed = states.changed() => match changed {
+                Ok(()) => continue,
+                Err(_) => return Ok(()),
+            },
+        };
         if n == 0 {
             return Ok(());
         }
@@ -204,7 +229,7 @@ async fn upstream(
     let mut buf = vec![0; 16 * 1024];
     let mut frames = Frames::default();
     loop {
-        while *states.borrow_and_update() == State::Muted {
+        while matches!(*states.borrow_and_update(), State::Muted | State::Frozen) {
             if states.changed().await.is_err() {
                 return Ok(());
             }
