@@ -101,6 +101,12 @@ for name in "${names[@]}"; do
         done < <(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$log" | sort -u)
         if ((status == 124 || status == 137)); then
             failing+=("[timed out]")
+            # Name the tests that never finished, at the end of the run's log.
+            unfinished=$(comm -23 \
+                <("${exe[$name]}" --list "${test_args[@]}" 2>/dev/null |
+                    sed -n 's/: test$//p' | sort) \
+                <(sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]*$/\1/p' "$log" | sort))
+            echo "soak: timed out after ${timeout_s}s; unfinished: ${unfinished//$'\n'/ }" >>"$log"
         elif ((status != 0 && ${#failing[@]} == 0)); then
             failing+=("[exit $status]")
         fi
