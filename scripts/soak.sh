@@ -21,6 +21,9 @@
 #
 # This is a developer's tool: `scripts/test.sh` stays the one command that runs the suite.
 set -euo pipefail
+# All of it in one block, which bash reads whole before running it: a run takes long, and
+# the file may change meanwhile (a checkout, an edit).
+{
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
@@ -144,3 +147,4 @@ echo
 echo "soak summary ($runs run(s) each; logs in $logs):"
 printf '%s\n' "${summary[@]}"
 exit "$failed_any"
+}
