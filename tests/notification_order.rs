@@ -469,7 +469,10 @@ async fn the_checker_finds_an_order_broken() {
         completer.join().unwrap();
         match (broken, checked) {
             (false, Ok(heard)) => assert_eq!(heard.len(), 8),
-            (true, Err(err)) => assert!(err.contains("watch 5"), "{err}"),
+            // Only 3 and 4 were completed after a later one.
+            (true, Err(err)) => {
+                assert!(err.contains("watch 3") || err.contains("watch 4"), "{err}")
+            }
             (broken, checked) => panic!("broken {broken}: {:?}", checked.map(|heard| heard.len())),
         }
     }
