@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Flake hunt: runs test binaries again and again and counts, per test, how often it failed.
+#
+#   scripts/soak.sh N [BINARY...] [-- TEST-ARGS...]
+#
+# Builds every test binary once (`cargo test --workspace --all-features --no-run`), then
+# runs each chosen binary N times, one run after another, each run exactly as `cargo test`
+# runs it (the built binary, from its package's directory, with its normal test harness).
+#
+# BINARY names a test binary: `faults`, `lock`, ... for the root crate's tests/*.rs,
+# `cli:lock`, `cli:elect`, ... for the CLI's cli/tests/*.rs, `PKG:lib`, `PKG:bin` for a
+# package's unit tests (`zk-recipes:lib`, `harness:lib`, `cli:bin`). Default: every test binary of the workspace.
+# `scripts/soak.sh --list` lists the names. Arguments after `--` go to every run (a test
+# name filter, `--test-threads=1`, ...).
+#
+# Each run is bounded by SOAK_TIMEOUT (default 900s); a run that times out counts as a
+# failure of its binary (`[timed out]`). Every run's output is kept in the log directory
+# (SOAK_LOGS, default target/soak/<date>); the table printed at the end names, for each
+# failing test, how many runs it failed in and the log of its first failure, and shows
+# that failure's output. Exits 1 if anything failed.
+#
+# This is a developer's tool: `scripts/test.sh` stays the one command that runs the suite.
+set -euo pipefail
+# All of it in one block, which bash reads whole before running it: a run takes long, and
+# the file may change meanwhile (a checkout, an edit).
+{
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# Builds once; prints one line per test binary: NAME<TAB>EXECUTABLE<TAB>PACKAGE-DIR.
+build() {
+    cargo test --workspace --all-features --no-run --message-format=json-render-diagnostics |
+        jq -r --arg root "$root" '
+            select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+            | (.manifest_path | rtrimstr("/Cargo.toml")) as $dir
+            | (if $dir == $root then "" else ($dir | ltrimstr($root + "/")) + ":" end) as $pkg
+            | (if .target.kind == ["test"] then $pkg + .target.name
+               else ($pkg | if . == "" then "zk-recipes:" else . end) + .target.kind[0]
+               end) as $name
+            | [$name, .executable, $dir] | @tsv'
+}
+
+(($# >= 1)) || usage
+if [[ $1 == --list ]]; then
+    build | cut -f1 | sort
+    exit 0
+fi
+[[ $1 =~ ^[1-9][0-9]*$ ]] || usage
+runs=$1
+shift
+wanted=()
+while (($#)) && [[ $1 != -- ]]; do
+    wanted+=("$1")
+    shift
+done
+[[ ${1:-} == -- ]] && shift
+test_args=("$@")
+
+timeout_s=${SOAK_TIMEOUT:-900}
+logs=${SOAK_LOGS:-$root/target/soak/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$logs"
+
+declare -A exe dir
+names=()
+while IFS=$'\t' read -r name path pkgdir; do
+    exe[$name]=$path
+    dir[$name]=$pkgdir
+    names+=("$name")
+done < <(build | sort)
+
+if ((${#wanted[@]})); then
+    for name in "${wanted[@]}"; do
+        [[ -n ${exe[$name]:-} ]] || {
+            echo "soak: no test binary named '$name'; these exist: ${names[*]}" >&2
+            exit 2
+        }
+    done
+    names=("${wanted[@]}")
+fi
+
+echo "soak: $runs run(s) of ${names[*]}, ${timeout_s}s each at most; logs in $logs" >&2
+failed_any=0
+summary=()
+for name in "${names[@]}"; do
+    safe=${name//:/_}
+    declare -A fails=() first=()
+    bad_runs=0
+    start=$SECONDS
+    for ((i = 1; i <= runs; i++)); do
+        log=$logs/$safe.$i.log
+        status=0
+        (cd "${dir[$name]}" && CARGO_MANIFEST_DIR=${dir[$name]} \
+            timeout --kill-after=20 "$timeout_s" "${exe[$name]}" "${test_args[@]}") \
+            >"$log" 2>&1 || status=$?
+        failing=()
+        # libtest prints `test NAME ... FAILED` for every failed test.
+        while read -r test; do
+            failing+=("$test")
+        done < <(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$log" | sort -u)
+        if ((status == 124 || status == 137)); then
+            failing+=("[timed out]")
+            # Name the tests that never finished, at the end of the run's log.
+            unfinished=$(comm -23 \
+                <("${exe[$name]}" --list "${test_args[@]}" 2>/dev/null |
+                    sed -n 's/: test$//p' | sort) \
+                <(sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]*$/\1/p' "$log" | sort))
+            echo "soak: timed out after ${timeout_s}s; unfinished: ${unfinished//$'\n'/ }" >>"$log"
+        elif ((status != 0 && ${#failing[@]} == 0)); then
+            failing+=("[exit $status]")
+        fi
+        ((${#failing[@]})) && bad_runs=$((bad_runs + 1))
+        for test in ${failing[@]+"${failing[@]}"}; do
+            fails[$test]=$((${fails[$test]:-0} + 1))
+            [[ -n ${first[$test]:-} ]] || first[$test]=$log
+        done
+        echo "soak: $name run $i/$runs: ${failing[*]:-ok} ($((SECONDS - start))s so far)" >&2
+    done
+    summary+=("$(printf '%-22s %5d runs %4d failed  %6ds' "$name" "$runs" "$bad_runs" \
+        $((SECONDS - start)))")
+    for test in "${!fails[@]}"; do
+        failed_any=1
+        summary+=("$(printf '    %-60s failed %d/%d, first: %s' "$test" "${fails[$test]}" \
+            "$runs" "${first[$test]}")")
+    done
+    for test in "${!fails[@]}"; do
+        echo
+        echo "==== $name: $test, first failure (${first[$test]})"
+        if [[ $test == \[* ]]; then
+            tail -n 40 "${first[$test]}"
+        else
+            # libtest's `---- NAME stdout ----` section of that test, up to the next one.
+            awk -v head="---- $test stdout ----" '
+                $0 == head { on = 1; print; next }
+                on && (/^---- .* stdout ----$/ || /^failures:$/) { exit }
+                on { print }' "${first[$test]}" | head -n 60
+        fi
+    done
+    unset fails first
+done
+
+echo
+echo "soak summary ($runs run(s) each; logs in $logs):"
+printf '%s\n' "${summary[@]}"
+exit "$failed_any"
+}
