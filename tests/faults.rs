@@ -271,6 +271,8 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
     let mut holder_events = record_events(&holder_session);
     let holder_mutex = Mutex::new(&holder_session, &root).unwrap();
     let holder = spawn_holder("holder", holder_mutex.lock().await.unwrap(), &history);
+    // Its section is entered in its task: counted before the contenders come.
+    history.await_entries(1, PATIENCE).await;
 
     let (stop, stopped) = watch::channel(false);
     let (_sessions, tasks) =
@@ -350,6 +352,7 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
     let mut cut_events = record_events(&cut_session);
     let cut_mutex = Mutex::new(&cut_session, &root).unwrap();
     let holder = spawn_holder("cut", cut_mutex.lock().await.unwrap(), &history);
+    history.await_entries(1, PATIENCE).await;
 
     let other_session = session(&hosts, TIMEOUT).await;
     let other = {
