@@ -151,3 +151,32 @@ fn a_session_outliving_its_runtime_says_it_is_closed() {
     }
     second.block_on(async { drop(ensemble) });
 }
+
+/// A lock held on a session whose runtime shut down is lost, seen from another runtime: the
+/// task that watched it went with its runtime and published the loss as it went (and were it
+/// not so, nothing confirms the session any more, so its trust would lapse before the
+/// servers could have expired it and let another in).
+#[test]
+fn a_hold_on_a_session_whose_runtime_went_is_lost() {
+    let second = tokio::runtime::Runtime::new().unwrap();
+    let ensemble = second.block_on(Ensemble::start(1));
+    let hosts = ensemble.connect_string();
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let (s, guard) = first.block_on(async {
+        let s = zk_harness::session(&hosts, SESSION_TIMEOUT).await;
+        let guard = Mutex::new(&s, "/runtime-gone-hold").unwrap().lock().await;
+        (s, guard.expect("lock"))
+    });
+    drop(first);
+    second.block_on(async {
+        // Closed (the session ended with its runtime), Suspended (its watcher went) or
+        // Lapsed (no longer confirmed), depending on what went first.
+        bounded("the hold is lost", PATIENCE, guard.lost()).await;
+        assert!(guard.is_lost());
+        drop(guard);
+        let observer = zk_harness::observer(&hosts).await;
+        zk_harness::await_empty(&observer, "/runtime-gone-hold").await;
+        drop(s);
+        drop(ensemble);
+    });
+}
