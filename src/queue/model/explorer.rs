@@ -1,0 +1,119 @@
+//! An exhaustive breadth-first explorer: every state reachable from the initial one is
+//! visited once (states are told apart by a 64-bit hash of the whole state), each is
+//! checked, and the first violation found comes with a shortest trace to it.
+
+use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// A system to explore.
+pub(super) trait Model {
+    type State: Clone + Hash;
+    type Step: Copy + PartialEq + fmt::Debug;
+
+    fn init(&self) -> Self::State;
+    /// Every step that can be taken from `state`, with the state it leads to.
+    fn successors(&self, state: &Self::State) -> Vec<(Self::Step, Self::State)>;
+    /// Whether `step` need not happen (a fault): a state whose only steps are optional is
+    /// quiescent.
+    fn optional(step: Self::Step) -> bool;
+    /// Whether `state` keeps the invariants.
+    fn check(&self, state: &Self::State, quiescent: bool) -> Result<(), String>;
+    /// A line of a trace: `step`, taken from `before`, and where it led.
+    fn describe(&self, step: Self::Step, before: &Self::State, after: &Self::State) -> String;
+}
+
+/// What an exploration found.
+#[derive(Debug)]
+pub(super) struct Outcome {
+    /// How many distinct states were reached.
+    pub(super) states: usize,
+    pub(super) violation: Option<Violation>,
+}
+
+/// A broken invariant and the steps that break it.
+#[derive(Debug)]
+pub(super) struct Violation {
+    pub(super) broken: String,
+    pub(super) trace: Vec<String>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}, after {} steps:", self.broken, self.trace.len())?;
+        for (i, line) in self.trace.iter().enumerate() {
+            writeln!(f, "  {:>2}. {line}", i + 1)?;
+        }
+        Ok(())
+    }
+}
+
+fn fingerprint(state: &impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    state.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Explores every state of `model` reachable from its initial one, up to `limit` states
+/// (a configuration that grows past it is a mistake: it panics).
+pub(super) fn explore<M: Model>(model: &M, limit: usize) -> Outcome {
+    let init = model.init();
+    let start = fingerprint(&init);
+    // How each state was first reached: its predecessor and the step from it.
+    let mut seen: HashMap<u64, Option<(u64, M::Step)>> = HashMap::new();
+    seen.insert(start, None);
+    let mut queue = VecDeque::from([(init, start)]);
+    while let Some((state, id)) = queue.pop_front() {
+        let next = model.successors(&state);
+        let quiescent = next.iter().all(|(step, _)| M::optional(*step));
+        if let Err(broken) = model.check(&state, quiescent) {
+            let trace = trace(model, &seen, id);
+            return Outcome {
+                states: seen.len(),
+                violation: Some(Violation { broken, trace }),
+            };
+        }
+        for (step, state) in next {
+            let next_id = fingerprint(&state);
+            if let Entry::Vacant(entry) = seen.entry(next_id) {
+                entry.insert(Some((id, step)));
+                queue.push_back((state, next_id));
+            }
+        }
+        assert!(
+            seen.len() <= limit,
+            "more than {limit} states: a smaller configuration"
+        );
+    }
+    Outcome {
+        states: seen.len(),
+        violation: None,
+    }
+}
+
+/// The steps to the state `id`, replayed from the initial state and described.
+fn trace<M: Model>(model: &M, seen: &HashMap<u64, Option<(u64, M::Step)>>, id: u64) -> Vec<String> {
+    let mut steps = Vec::new();
+    let mut at = id;
+    while let Some(Some((before, step))) = seen.get(&at) {
+        steps.push(*step);
+        at = *before;
+    }
+    steps.reverse();
+    let mut state = model.init();
+    let mut lines = Vec::with_capacity(steps.len());
+    for step in steps {
+        let Some((_, next)) = model
+            .successors(&state)
+            .into_iter()
+            .find(|(s, _)| *s == step)
+        else {
+            lines.push(format!("{step:?} (cannot be replayed)"));
+            break;
+        };
+        lines.push(model.describe(step, &state, &next));
+        state = next;
+    }
+    lines
+}

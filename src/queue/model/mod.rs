@@ -1,0 +1,134 @@
+//! A model of the contender-queue protocol, checked exhaustively (test only).
+//!
+//! # What is modelled
+//!
+//! The protocol that [`queue`](super) states, step by step, for small configurations:
+//! two or three contenders, ours (exclusive, [`Blockers::Every`](super::Blockers::Every):
+//! a mutex, a leader, a writer; or readers, [`Blockers::Only`](super::Blockers::Only))
+//! and foreign ones (Curator, kazoo: they hold when lowest, watch their predecessor, list
+//! again when it changes, release with a plain delete and never signal).
+//!
+//! * The server ([`server`]): the root's children with their sequence numbers, owners and
+//!   data versions; left-first signal paths; watches per session (data and exists, fired
+//!   once); one FIFO queue per session of what the server sends (replies and
+//!   notifications); a transaction applied at once, its notifications to one session in
+//!   the order of its operations.
+//! * Our contenders ([`contender`]): enter (create and list sent back to back), place,
+//!   arm (blocker's data watch, own exists watch, the blocker's signal watch), hear,
+//!   decide, fall back (exists of the own node behind a blocker that was first, else a
+//!   listing), hold until a loss is heard, release (signal, delete in one transaction), give
+//!   up (plain delete), enter again when evicted or expired.
+//! * Faults ([`faults`]): connection loss (what was not delivered is lost, requests not yet
+//!   served are dropped and sent again on reconnection, watches are set again and the
+//!   server answers for changes since in any order), session expiry of a disconnected
+//!   session (its node deleted, learned on reconnection), and a nemesis that deletes or
+//!   writes any contender node, deletes two adjacent nodes in one transaction (`zkCli
+//!   deleteall`), or creates a node on a signal path (a forgery; off unless asked).
+//!
+//! # What is abstracted away
+//!
+//! Time (timeouts, back-off, the liveness bound: a holder that loses its connection stops
+//! trusting at once, and a session expires only while disconnected); one session per
+//! contender (the queue shares a session between contenders: their notifications share
+//! one order, which only adds constraints); node names, ACLs, data contents (a write is a
+//! version bump); the 32-bit sequence wrap; a root that does not exist; the bounded
+//! entries in flight; request errors other than a lost connection; a holder's delayed own
+//! watch (the watch is sent at once: the server may serve it at any later point). A
+//! connection loss is seen by the client when it happens (with no server change between
+//! the loss and the client noticing it). Bounded: entries per contender, acquisitions,
+//! faults, give-ups (so every run is finite).
+//!
+//! # Invariants ([`invariants`])
+//!
+//! * I1: a contender of ours decides that it holds only on a view in which its node exists:
+//!   its node exists at the server, or its deletion came after the message the decision
+//!   rests on (a ghost marker in its queue, placed before a transaction's notifications).
+//! * I2: two trusted holders whose nodes exist are never both exclusive, nor an exclusive
+//!   one with a reader.
+//! * I3 and liveness: in a state where no contender, server or reconnection step can be
+//!   taken (faults, give-ups aside), every contender is done and no node of ours is left.
+//!
+//! Model steps and the functions they stand for are listed in `tests.rs`.
+
+mod contender;
+mod explorer;
+mod faults;
+mod invariants;
+mod server;
+mod steps;
+mod tests;
+
+use contender::Client;
+use server::Server;
+
+/// What a contender is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    /// Ours, exclusive ([`Blockers::Every`](super::Blockers::Every)).
+    Writer,
+    /// Ours, a reader ([`Blockers::Only`](super::Blockers::Only) writers).
+    Reader,
+    /// Curator or kazoo: exclusive, never signals, never checks its own node.
+    Foreign,
+}
+
+impl Kind {
+    fn ours(self) -> bool {
+        self != Kind::Foreign
+    }
+
+    fn exclusive(self) -> bool {
+        self != Kind::Reader
+    }
+}
+
+/// Which protocol our contenders follow: the target, or a known-bad variant of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    /// The protocol as the queue implements it.
+    Correct,
+    /// (a) A waiter holds on the signal without checking that its connection stayed.
+    NoConnectionCheck,
+    /// (b) A waiter arms no watch on its own node.
+    NoOwnWatch,
+    /// (c) A blocker that was first need not signal: its deletion alone hands off.
+    FirstExempt,
+    /// (d) The first design: a blocker that was first is gone, so hold, without a request.
+    ZeroRequest,
+}
+
+/// A configuration to explore.
+#[derive(Clone, Debug)]
+struct Config {
+    kinds: Vec<Kind>,
+    variant: Variant,
+    /// Creates a contender may make (acquisitions and entries again after evictions).
+    entries: u8,
+    /// Acquisitions per contender.
+    acquisitions: u8,
+    nemesis: u8,
+    /// Whether the nemesis may write into nodes (besides deleting them).
+    writes: bool,
+    /// Whether the nemesis may create nodes on signal paths.
+    forge: bool,
+    losses: u8,
+    expiries: u8,
+    give_ups: u8,
+}
+
+/// What is left of the faults (and give-ups) a run may still use.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Budget {
+    nemesis: u8,
+    losses: u8,
+    expiries: u8,
+    give_ups: u8,
+}
+
+/// The whole system: the server and every contender's client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct World {
+    server: Server,
+    clients: Vec<Client>,
+    budget: Budget,
+}

@@ -1,0 +1,257 @@
+//! The server side: the root's children, signal paths, watches, and each session's queue
+//! of replies and notifications.
+//!
+//! A request is served as one step, between any two steps of other sessions; its reply,
+//! and the notifications of the changes it makes, go at the end of the queues of the
+//! sessions concerned. A transaction applies all its operations in that one step, and its
+//! notifications reach each watching session in the order of its operations.
+
+use super::{Kind, World};
+
+/// A sequence number (index of a bit in a listing).
+pub(super) type Seq = u8;
+
+/// A path under the root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Path {
+    /// A contender node.
+    Node(Seq),
+    /// The left-first signal of a contender node (`<node>.left-first`).
+    Signal(Seq),
+}
+
+/// What a notification says happened at a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Event {
+    Created,
+    Deleted,
+    Changed,
+}
+
+/// A request, as sent by a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Req {
+    /// Create an EPHEMERAL_SEQUENTIAL contender node.
+    Create,
+    /// List the root.
+    List,
+    /// Read a contender node with a data watch.
+    Watch(Seq),
+    /// Exists, with a watch if `true` (kept only when it can say something: on a node that
+    /// exists, on a signal path that does not).
+    Exists(Path, bool),
+    /// Delete a node; if `true`, in one transaction after creating and deleting its signal.
+    Remove(Seq, bool),
+}
+
+/// A reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Reply {
+    Created(Seq),
+    /// The children, as a bit set of sequence numbers.
+    Listed(u32),
+    /// Whether the path exists.
+    Found(bool),
+    /// The node is gone (deleted now, or it was already).
+    Removed,
+}
+
+/// What a server sends to a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Msg {
+    Reply(Reply),
+    Notification(Path, Event),
+    /// Not sent: marks where the session's own node was deleted, for invariant I1. Messages
+    /// before it were sent while the node existed.
+    Ghost,
+}
+
+/// A watch of one session on one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Watch {
+    pub(super) path: Path,
+    /// The node's data version when it was set.
+    pub(super) version: u8,
+    /// Set at the server: the next change of the path fires it.
+    pub(super) server: bool,
+    /// Known to the client (the reply that set it was delivered) and not yet heard firing:
+    /// set again on reconnection.
+    pub(super) client: bool,
+}
+
+/// A change of the server's tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Change {
+    Create(Path),
+    Delete(Path),
+    Write(Seq),
+}
+
+impl Change {
+    fn path(self) -> Path {
+        match self {
+            Change::Create(path) | Change::Delete(path) => path,
+            Change::Write(seq) => Path::Node(seq),
+        }
+    }
+
+    fn event(self) -> Event {
+        match self {
+            Change::Create(_) => Event::Created,
+            Change::Delete(_) => Event::Deleted,
+            Change::Write(_) => Event::Changed,
+        }
+    }
+}
+
+/// The tree under the root.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct Server {
+    /// The contender nodes that exist, as a bit set of sequence numbers.
+    pub(super) live: u32,
+    /// The contender (index) that created each sequence number.
+    pub(super) owner: Vec<u8>,
+    /// The data version of each node.
+    pub(super) version: Vec<u8>,
+    /// Signal paths on which a node exists (made by someone else than a leaving contender).
+    pub(super) forged: u32,
+}
+
+pub(super) fn bit(seq: Seq) -> u32 {
+    1 << seq
+}
+
+impl Server {
+    pub(super) fn is_live(&self, seq: Seq) -> bool {
+        self.live & bit(seq) != 0
+    }
+
+    pub(super) fn exists(&self, path: Path) -> bool {
+        match path {
+            Path::Node(seq) => self.is_live(seq),
+            Path::Signal(seq) => self.forged & bit(seq) != 0,
+        }
+    }
+
+    fn create(&mut self, owner: usize) -> Seq {
+        let seq = Seq::try_from(self.owner.len()).unwrap_or(Seq::MAX);
+        assert!(seq < 32, "the model makes at most 32 nodes");
+        self.owner.push(u8::try_from(owner).unwrap_or(u8::MAX));
+        self.version.push(0);
+        self.live |= bit(seq);
+        seq
+    }
+
+    /// The live nodes of exclusive contenders (the names a reader waits on).
+    pub(super) fn exclusive(&self, kinds: &[Kind]) -> u32 {
+        (0..self.owner.len())
+            .filter(|&seq| kinds[usize::from(self.owner[seq])].exclusive())
+            .fold(0, |set, seq| set | (1 << seq))
+            & self.live
+    }
+}
+
+impl World {
+    /// Serves the oldest request of contender `c` that the server has not served.
+    pub(super) fn serve(&mut self, c: usize) {
+        let client = &mut self.clients[c];
+        let req = client.awaiting[client.awaiting.len() - usize::from(client.unserved)];
+        client.unserved -= 1;
+        let reply = match req {
+            Req::Create => Reply::Created(self.server.create(c)),
+            Req::List => Reply::Listed(self.server.live),
+            Req::Watch(seq) => {
+                let found = self.server.is_live(seq);
+                if found {
+                    self.set_watch(c, Path::Node(seq));
+                }
+                Reply::Found(found)
+            }
+            Req::Exists(path, watch) => {
+                let found = self.server.exists(path);
+                if watch && found == matches!(path, Path::Node(_)) {
+                    self.set_watch(c, path);
+                }
+                Reply::Found(found)
+            }
+            Req::Remove(seq, signal) => {
+                if self.server.is_live(seq) {
+                    // A signal path someone made: the transaction fails, and the node is
+                    // deleted without it.
+                    let signal = signal && !self.server.exists(Path::Signal(seq));
+                    let node = Change::Delete(Path::Node(seq));
+                    if signal {
+                        let path = Path::Signal(seq);
+                        self.apply(&[Change::Create(path), Change::Delete(path), node]);
+                    } else {
+                        self.apply(&[node]);
+                    }
+                }
+                Reply::Removed
+            }
+        };
+        self.clients[c].inbox.push(Msg::Reply(reply));
+    }
+
+    fn set_watch(&mut self, c: usize, path: Path) {
+        let version = match path {
+            Path::Node(seq) => self.server.version[usize::from(seq)],
+            Path::Signal(_) => 0,
+        };
+        let watches = &mut self.clients[c].watches;
+        match watches.iter_mut().find(|watch| watch.path == path) {
+            Some(watch) => {
+                watch.server = true;
+                watch.version = version;
+            }
+            None => {
+                watches.push(Watch {
+                    path,
+                    version,
+                    server: true,
+                    client: false,
+                });
+                watches.sort();
+            }
+        }
+    }
+
+    /// Applies `changes` in one step (a transaction), then tells every connected session
+    /// what its watches saw, in the order of the changes.
+    pub(super) fn apply(&mut self, changes: &[Change]) {
+        for change in changes {
+            match *change {
+                Change::Create(Path::Signal(seq)) => self.server.forged |= bit(seq),
+                Change::Delete(Path::Signal(seq)) => self.server.forged &= !bit(seq),
+                Change::Delete(Path::Node(seq)) => self.server.live &= !bit(seq),
+                Change::Write(seq) => self.server.version[usize::from(seq)] += 1,
+                Change::Create(Path::Node(_)) => unreachable!("nodes are made by Req::Create"),
+            }
+        }
+        for (c, client) in self.clients.iter_mut().enumerate() {
+            if !client.connected || !client.listening() {
+                continue;
+            }
+            // Its node, even before the client learns its name.
+            let own_deleted = changes.iter().any(|change| match change {
+                Change::Delete(Path::Node(seq)) => {
+                    usize::from(self.server.owner[usize::from(*seq)]) == c
+                }
+                _ => false,
+            });
+            if own_deleted && client.may_decide() {
+                client.inbox.push(Msg::Ghost);
+            }
+            for change in changes {
+                for watch in &mut client.watches {
+                    if watch.server && watch.path == change.path() {
+                        watch.server = false;
+                        client
+                            .inbox
+                            .push(Msg::Notification(watch.path, change.event()));
+                    }
+                }
+            }
+        }
+    }
+}
