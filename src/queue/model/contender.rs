@@ -26,6 +26,8 @@ pub(super) struct Client {
     pub(super) acquisitions: u8,
     /// It decided that it holds while its node was gone (invariant I1).
     pub(super) broke_i1: bool,
+    /// It is a reader (its node's name says so).
+    pub(super) reader: bool,
 }
 
 /// Where a contender stands.
@@ -71,7 +73,7 @@ pub(super) struct Waiting {
 }
 
 impl Client {
-    pub(super) fn new(entries: u8, acquisitions: u8) -> Client {
+    pub(super) fn new(entries: u8, acquisitions: u8, reader: bool) -> Client {
         Client {
             phase: Phase::Done,
             own: None,
@@ -84,6 +86,7 @@ impl Client {
             entries,
             acquisitions,
             broke_i1: false,
+            reader,
         }
     }
 
@@ -105,9 +108,19 @@ impl Client {
         self.unserved += 1;
     }
 
-    /// Forgets the watches on paths other than `keep`.
+    /// Forgets the watches on paths other than `keep`, and what it has not read about them
+    /// yet (it would ignore it).
     fn keep_watches(&mut self, keep: &[Path]) {
         self.watches.retain(|watch| keep.contains(&watch.path));
+        self.inbox.retain(|msg| match msg {
+            Msg::Notification(path, _) => keep.contains(path),
+            Msg::Reply(_) | Msg::Ghost => true,
+        });
+    }
+
+    /// It will decide nothing more: ghost markers say nothing any more.
+    fn decided(&mut self) {
+        self.inbox.retain(|msg| *msg != Msg::Ghost);
     }
 
     /// The reply that set a watch on `path` was delivered.
@@ -178,6 +191,7 @@ impl World {
         let give_up = !matches!(client.phase, Phase::Holding { .. });
         let signal = !give_up && cfg.kinds[c] == Kind::Writer;
         client.keep_watches(&[]);
+        client.decided();
         client.phase = Phase::Leaving { give_up };
         match client.own {
             Some(own) => client.send(Req::Remove(own, signal)),
@@ -216,12 +230,12 @@ impl World {
         let client = &mut self.clients[c];
         let own = client.own.map(Path::Node);
         match (client.phase, cfg.kinds[c]) {
-            (Phase::Waiting(waiting), Kind::Foreign) => {
-                if path == Path::Node(waiting.blocker) {
-                    client.phase = Phase::Checking { list: true };
-                    client.send(Req::List);
-                }
+            // Curator lists again on any word about its predecessor.
+            (Phase::Waiting(waiting), Kind::Foreign) if path == Path::Node(waiting.blocker) => {
+                client.phase = Phase::Checking { list: true };
+                client.send(Req::List);
             }
+            (Phase::Waiting(_), Kind::Foreign) => {}
             (Phase::Waiting(mut waiting), _) => {
                 match (path, event) {
                     (path, Event::Deleted) if Some(path) == own => return self.evicted(c, cfg),
@@ -321,7 +335,7 @@ impl World {
         };
         let ahead = live & (bit(own) - 1);
         let blocking = match cfg.kinds[c] {
-            Kind::Reader => ahead & self.server.exclusive(&cfg.kinds),
+            Kind::Reader => ahead & !self.server.readers,
             Kind::Writer | Kind::Foreign => ahead,
         };
         if blocking == 0 {
@@ -337,8 +351,7 @@ impl World {
             own_spent: false,
             connection_changed: false,
         };
-        let reader =
-            cfg.kinds[usize::from(self.server.owner[usize::from(blocker)])] == Kind::Reader;
+        let reader = self.server.readers & bit(blocker) != 0;
         let client = &mut self.clients[c];
         client.phase = Phase::Waiting(waiting);
         client.keep_watches(&[Path::Node(own), Path::Node(blocker), Path::Signal(blocker)]);
@@ -394,6 +407,7 @@ impl World {
         if !exists && !client.inbox.contains(&Msg::Ghost) {
             client.broke_i1 = true;
         }
+        client.decided();
         let own = client.own.map(Path::Node);
         client.keep_watches(own.as_slice());
         if !client.own_watched() {

@@ -45,9 +45,7 @@ impl World {
             .filter_map(|watch| {
                 let event = match watch.path {
                     Path::Node(seq) if !server.is_live(seq) => Event::Deleted,
-                    Path::Node(seq) if server.version[usize::from(seq)] != watch.version => {
-                        Event::Changed
-                    }
+                    Path::Node(_) if watch.written => Event::Changed,
                     Path::Signal(seq) if server.exists(Path::Signal(seq)) => Event::Created,
                     Path::Node(_) | Path::Signal(_) => return None,
                 };

@@ -107,6 +107,8 @@ struct Config {
     /// Acquisitions per contender.
     acquisitions: u8,
     nemesis: u8,
+    /// Whether the nemesis may delete nodes.
+    deletes: bool,
     /// Whether the nemesis may write into nodes (besides deleting them).
     writes: bool,
     /// Whether the nemesis may create nodes on signal paths.

@@ -6,7 +6,7 @@
 //! sessions concerned. A transaction applies all its operations in that one step, and its
 //! notifications reach each watching session in the order of its operations.
 
-use super::{Kind, World};
+use super::World;
 
 /// A sequence number (index of a bit in a listing).
 pub(super) type Seq = u8;
@@ -70,8 +70,10 @@ pub(super) enum Msg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct Watch {
     pub(super) path: Path,
-    /// The node's data version when it was set.
-    pub(super) version: u8,
+    /// The node was written since the watch was set, and the client has not heard it (the
+    /// notification is on its way, or was lost with the connection): the server answers
+    /// for it on reconnection. Data versions need not be kept otherwise.
+    pub(super) written: bool,
     /// Set at the server: the next change of the path fires it.
     pub(super) server: bool,
     /// Known to the client (the reply that set it was delivered) and not yet heard firing:
@@ -109,13 +111,17 @@ impl Change {
 pub(super) struct Server {
     /// The contender nodes that exist, as a bit set of sequence numbers.
     pub(super) live: u32,
-    /// The contender (index) that created each sequence number.
+    /// The contender (index) that created each sequence number; [`GONE`] once deleted, so
+    /// that states differing only in who owned a deleted node are one.
     pub(super) owner: Vec<u8>,
-    /// The data version of each node.
-    pub(super) version: Vec<u8>,
+    /// The nodes made by readers (their names say so), deleted or not.
+    pub(super) readers: u32,
     /// Signal paths on which a node exists (made by someone else than a leaving contender).
     pub(super) forged: u32,
 }
+
+/// The owner of a deleted node.
+pub(super) const GONE: u8 = u8::MAX;
 
 pub(super) fn bit(seq: Seq) -> u32 {
     1 << seq
@@ -133,21 +139,15 @@ impl Server {
         }
     }
 
-    fn create(&mut self, owner: usize) -> Seq {
+    fn create(&mut self, owner: usize, reader: bool) -> Seq {
         let seq = Seq::try_from(self.owner.len()).unwrap_or(Seq::MAX);
         assert!(seq < 32, "the model makes at most 32 nodes");
-        self.owner.push(u8::try_from(owner).unwrap_or(u8::MAX));
-        self.version.push(0);
+        self.owner.push(u8::try_from(owner).unwrap_or(GONE));
         self.live |= bit(seq);
+        if reader {
+            self.readers |= bit(seq);
+        }
         seq
-    }
-
-    /// The live nodes of exclusive contenders (the names a reader waits on).
-    pub(super) fn exclusive(&self, kinds: &[Kind]) -> u32 {
-        (0..self.owner.len())
-            .filter(|&seq| kinds[usize::from(self.owner[seq])].exclusive())
-            .fold(0, |set, seq| set | (1 << seq))
-            & self.live
     }
 }
 
@@ -158,7 +158,10 @@ impl World {
         let req = client.awaiting[client.awaiting.len() - usize::from(client.unserved)];
         client.unserved -= 1;
         let reply = match req {
-            Req::Create => Reply::Created(self.server.create(c)),
+            Req::Create => {
+                let reader = self.clients[c].reader;
+                Reply::Created(self.server.create(c, reader))
+            }
             Req::List => Reply::Listed(self.server.live),
             Req::Watch(seq) => {
                 let found = self.server.is_live(seq);
@@ -194,20 +197,16 @@ impl World {
     }
 
     fn set_watch(&mut self, c: usize, path: Path) {
-        let version = match path {
-            Path::Node(seq) => self.server.version[usize::from(seq)],
-            Path::Signal(_) => 0,
-        };
         let watches = &mut self.clients[c].watches;
         match watches.iter_mut().find(|watch| watch.path == path) {
             Some(watch) => {
                 watch.server = true;
-                watch.version = version;
+                watch.written = false;
             }
             None => {
                 watches.push(Watch {
                     path,
-                    version,
+                    written: false,
                     server: true,
                     client: false,
                 });
@@ -224,7 +223,7 @@ impl World {
                 Change::Create(Path::Signal(seq)) => self.server.forged |= bit(seq),
                 Change::Delete(Path::Signal(seq)) => self.server.forged &= !bit(seq),
                 Change::Delete(Path::Node(seq)) => self.server.live &= !bit(seq),
-                Change::Write(seq) => self.server.version[usize::from(seq)] += 1,
+                Change::Write(_) => {}
                 Change::Create(Path::Node(_)) => unreachable!("nodes are made by Req::Create"),
             }
         }
@@ -246,11 +245,28 @@ impl World {
                 for watch in &mut client.watches {
                     if watch.server && watch.path == change.path() {
                         watch.server = false;
+                        watch.written = change.event() == Event::Changed;
                         client
                             .inbox
                             .push(Msg::Notification(watch.path, change.event()));
                     }
                 }
+            }
+        }
+        // A disconnected client's watches: the server answers for them on reconnection.
+        for client in &mut self.clients {
+            if client.connected {
+                continue;
+            }
+            for watch in &mut client.watches {
+                if let Path::Node(seq) = watch.path {
+                    watch.written |= changes.contains(&Change::Write(seq));
+                }
+            }
+        }
+        for change in changes {
+            if let Change::Delete(Path::Node(seq)) = change {
+                self.server.owner[usize::from(*seq)] = GONE;
             }
         }
     }

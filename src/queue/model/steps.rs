@@ -6,7 +6,7 @@ use super::contender::{Client, Phase};
 use super::explorer::Model;
 use super::faults::orders;
 use super::server::{Change, Msg, Path, Seq, Server};
-use super::{invariants, Budget, Config, World};
+use super::{invariants, Budget, Config, Kind, World};
 
 /// One step; contenders are numbered from 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,7 +53,11 @@ impl Model for Config {
         let n = self.kinds.len();
         let mut world = World {
             server: Server::default(),
-            clients: vec![Client::new(self.entries, self.acquisitions); n],
+            clients: self
+                .kinds
+                .iter()
+                .map(|kind| Client::new(self.entries, self.acquisitions, *kind == Kind::Reader))
+                .collect(),
             budget: Budget {
                 nemesis: self.nemesis,
                 losses: self.losses,
@@ -98,12 +102,14 @@ impl Model for Config {
         }
         if world.budget.nemesis > 0 {
             for seq in (0..32).filter(|&seq| world.server.is_live(seq)) {
-                steps.push(Step::Delete(seq));
+                if self.deletes {
+                    steps.push(Step::Delete(seq));
+                    if let Some(next) = world.next_live(seq) {
+                        steps.push(Step::DeleteAll(seq, next));
+                    }
+                }
                 if self.writes {
                     steps.push(Step::Write(seq));
-                }
-                if let Some(next) = world.next_live(seq) {
-                    steps.push(Step::DeleteAll(seq, next));
                 }
                 if self.forge && !world.server.exists(Path::Signal(seq)) {
                     steps.push(Step::Forge(seq));
