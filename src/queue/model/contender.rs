@@ -28,6 +28,8 @@ pub(super) struct Client {
     pub(super) broke_i1: bool,
     /// It is a reader (its node's name says so).
     pub(super) reader: bool,
+    /// It is a semaphore's lease: it enters through the semaphore's gate.
+    pub(super) lease: bool,
 }
 
 /// Where a contender stands.
@@ -44,6 +46,11 @@ pub(super) enum Phase {
     Checking {
         list: bool,
     },
+    /// A lease waiting for the semaphore's gate, a mutex (modelled as one: the mutex is
+    /// the writers' protocol); it holds the gate from entering until it holds.
+    Gated,
+    /// A lease in a crowded root: listing it with a child watch until few enough are left.
+    Crowded,
     Holding {
         trusted: bool,
     },
@@ -73,7 +80,7 @@ pub(super) struct Waiting {
 }
 
 impl Client {
-    pub(super) fn new(entries: u8, acquisitions: u8, reader: bool) -> Client {
+    pub(super) fn new(entries: u8, acquisitions: u8, kind: Kind) -> Client {
         Client {
             phase: Phase::Done,
             own: None,
@@ -86,8 +93,18 @@ impl Client {
             entries,
             acquisitions,
             broke_i1: false,
-            reader,
+            reader: kind == Kind::Reader,
+            lease: kind == Kind::Lease,
         }
+    }
+
+    /// Whether it is between entering and holding: a lease that is holds the semaphore's
+    /// gate (a mutex).
+    pub(super) fn in_gate(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Entering { .. } | Phase::Waiting(_) | Phase::Checking { .. } | Phase::Crowded
+        )
     }
 
     /// Whether it still takes part (a done contender hears nothing).
@@ -99,7 +116,7 @@ impl Client {
     pub(super) fn may_decide(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Entering { .. } | Phase::Waiting(_) | Phase::Checking { .. }
+            Phase::Entering { .. } | Phase::Waiting(_) | Phase::Checking { .. } | Phase::Crowded
         )
     }
 
@@ -148,6 +165,10 @@ impl World {
         if client.entries == 0 {
             return self.finish(c);
         }
+        if client.lease && !client.in_gate() {
+            client.phase = Phase::Gated;
+            return;
+        }
         client.entries -= 1;
         client.phase = Phase::Entering { recovering: false };
         client.send(Req::Create);
@@ -180,7 +201,7 @@ impl World {
     fn evicted(&mut self, c: usize, cfg: &Config) {
         match cfg.kinds[c] {
             Kind::Foreign => self.finish(c),
-            Kind::Writer | Kind::Reader => self.enter(c),
+            Kind::Writer | Kind::Reader | Kind::Lease => self.enter(c),
         }
     }
 
@@ -236,6 +257,8 @@ impl World {
                 client.send(Req::List);
             }
             (Phase::Waiting(_), Kind::Foreign) => {}
+            // Any change of the children: list again.
+            (Phase::Crowded, _) if path == Path::Children => client.send(Req::ListWatch),
             (Phase::Waiting(mut waiting), _) => {
                 match (path, event) {
                     (path, Event::Deleted) if Some(path) == own => return self.evicted(c, cfg),
@@ -286,7 +309,8 @@ impl World {
                 Phase::Entering { .. } | Phase::Checking { list: true },
                 Req::List,
                 Reply::Listed(live),
-            ) => self.placed(c, live, cfg),
+            )
+            | (Phase::Crowded, Req::ListWatch, Reply::Listed(live)) => self.placed(c, live, cfg),
             (Phase::Checking { list: false }, Req::Exists(_, false), Reply::Found(found)) => {
                 match found {
                     true => self.hold(c, cfg),
@@ -337,6 +361,19 @@ impl World {
         let blocking = match cfg.kinds[c] {
             Kind::Reader => ahead & !self.server.readers,
             Kind::Writer | Kind::Foreign => ahead,
+            Kind::Lease if live.count_ones() > u32::from(cfg.leases) => {
+                let client = &mut self.clients[c];
+                if client.phase == Phase::Crowded {
+                    // The reply of a listing with a child watch: wait for the watch.
+                    client.watch_known(Path::Children);
+                } else {
+                    client.phase = Phase::Crowded;
+                    client.keep_watches(&[Path::Node(own)]);
+                    client.send(Req::ListWatch);
+                }
+                return;
+            }
+            Kind::Lease => 0,
         };
         if blocking == 0 {
             return self.hold(c, cfg);

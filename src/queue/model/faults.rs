@@ -25,7 +25,11 @@ impl World {
                 client.awaiting.retain(|req| *req != Req::Create);
                 *recovering = true;
             }
-            Phase::Entering { .. } | Phase::Checking { .. } | Phase::Leaving { .. } => {}
+            Phase::Entering { .. }
+            | Phase::Checking { .. }
+            | Phase::Crowded
+            | Phase::Gated
+            | Phase::Leaving { .. } => {}
             Phase::Done => unreachable!("a done contender has no connection to lose"),
         }
         client.unserved = u8::try_from(client.awaiting.len()).unwrap_or(u8::MAX);
@@ -45,9 +49,9 @@ impl World {
             .filter_map(|watch| {
                 let event = match watch.path {
                     Path::Node(seq) if !server.is_live(seq) => Event::Deleted,
-                    Path::Node(_) if watch.written => Event::Changed,
+                    Path::Node(_) | Path::Children if watch.written => Event::Changed,
                     Path::Signal(seq) if server.exists(Path::Signal(seq)) => Event::Created,
-                    Path::Node(_) | Path::Signal(_) => return None,
+                    Path::Node(_) | Path::Signal(_) | Path::Children => return None,
                 };
                 Some((watch.path, event))
             })
@@ -66,12 +70,13 @@ impl World {
             client.unserved = 0;
             client.watches.clear();
             return match client.phase {
-                Phase::Entering { .. } | Phase::Waiting(_) | Phase::Checking { .. } => {
-                    self.enter(c)
-                }
+                Phase::Entering { .. }
+                | Phase::Waiting(_)
+                | Phase::Checking { .. }
+                | Phase::Crowded => self.enter(c),
                 Phase::Holding { .. } => self.left(c, false),
                 Phase::Leaving { give_up } => self.left(c, give_up),
-                Phase::Done => {}
+                Phase::Gated | Phase::Done => {}
             };
         }
         for watch in &mut client.watches {

@@ -28,6 +28,13 @@ pub(super) fn check(cfg: &Config, world: &World, quiescent: bool) -> Result<(), 
             "I2: trusted holders {holders:?} exclude each other"
         ));
     }
+    let leases = holders
+        .iter()
+        .filter(|(_, kind)| *kind == Kind::Lease)
+        .count();
+    if leases > usize::from(cfg.leases) {
+        return Err(format!("I2: {leases} trusted leases of {}", cfg.leases));
+    }
     if quiescent {
         if let Some(c) = world.clients.iter().position(|client| client.listening()) {
             return Err(format!(

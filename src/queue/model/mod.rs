@@ -48,7 +48,30 @@
 //! * I3 and liveness: in a state where no contender, server or reconnection step can be
 //!   taken (faults, give-ups aside), every contender is done and no node of ours is left.
 //!
-//! Model steps and the functions they stand for are listed in `tests.rs`.
+//! # Model steps and the code they stand for
+//!
+//! | model | queue |
+//! | --- | --- |
+//! | `World::enter`: create and list sent back to back | `Queue::enter`, `Queue::create` |
+//! | `Entering { recovering }`: a create's reply lost, the node looked for by owner | `Creating::recover`, `find_own` |
+//! | `World::placed`: own node absent (enter again), first (hold) or behind a blocker | `Creating::contender`, `Place::of`, `Ahead::of`; `Contender::look_again` after a fallback listing |
+//! | `World::placed`, arming: blocker's data watch, own exists watch, signal exists watch (none behind a reader) | `Contender::gone` (`Contender::watch`), `HandOff::arm` (its state watcher is the connection generation) |
+//! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | the loop of `Contender::gone` (`HandOff::own_deleted`, the blocker's watcher) |
+//! | `World::decide`: hold on what was heard | `HandOff::taken` |
+//! | `Phase::Checking { list: false }`: exists of the own node behind a blocker that was first | `Contender::look_after` |
+//! | `Phase::Checking { list: true }`: list and place again | `Contender::look_again` |
+//! | `World::evicted`: enter again at the end | `Contender::evicted`, `Turn::Evicted` in `Queue::hold` |
+//! | `World::hold`: trusted; the own node watched (the waiting watch kept if unspent) | `Holding::start` (`HandOff::into_own`, `NodeWatch`) |
+//! | `Holding { trusted: false }`: own node deleted, connection lost, session expired | `Watching::lost` (`Watching::node_lost`, `connection_lost`) |
+//! | `World::leave` from holding: signal and delete in one transaction | `Holding::release`, `Contender::leave`, `spawn_removal`, `remove`, `remove_telling` |
+//! | `Step::GiveUp`, `World::leave` from waiting: plain delete | `Contender::give_up` |
+//! | `World::lose`, `World::reconnect`: requests sent again; a removal until gone | `session::retry`, `remove_until_gone` |
+//! | `World::reconnect` of an expired session | `Contender::failed` (`Turn::Expired`), `Queue::enter` on the new session |
+//! | `Kind::Foreign` | Curator's `LockInternals`, kazoo's `Lock` |
+//!
+//! The model follows the target protocol of issue 24 (no hand-off mark in the root: the
+//! fallback behind a blocker that was first is an exists of the own node); a change to one
+//! of these functions is a change to the step beside it.
 
 mod contender;
 mod explorer;
@@ -70,6 +93,9 @@ enum Kind {
     Reader,
     /// Curator or kazoo: exclusive, never signals, never checks its own node.
     Foreign,
+    /// Ours, a semaphore's lease ([`Blockers::Crowd`](super::Blockers::Crowd) of
+    /// [`Config::leases`]).
+    Lease,
 }
 
 impl Kind {
@@ -78,7 +104,7 @@ impl Kind {
     }
 
     fn exclusive(self) -> bool {
-        self != Kind::Reader
+        matches!(self, Kind::Writer | Kind::Foreign)
     }
 }
 
@@ -116,6 +142,8 @@ struct Config {
     losses: u8,
     expiries: u8,
     give_ups: u8,
+    /// How many leases a semaphore grants.
+    leases: u8,
 }
 
 /// What is left of the faults (and give-ups) a run may still use.

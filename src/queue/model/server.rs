@@ -18,6 +18,8 @@ pub(super) enum Path {
     Node(Seq),
     /// The left-first signal of a contender node (`<node>.left-first`).
     Signal(Seq),
+    /// The root's children (a child watch).
+    Children,
 }
 
 /// What a notification says happened at a path.
@@ -37,6 +39,8 @@ pub(super) enum Req {
     List,
     /// Read a contender node with a data watch.
     Watch(Seq),
+    /// List the root with a child watch.
+    ListWatch,
     /// Exists, with a watch if `true` (kept only when it can say something: on a node that
     /// exists, on a signal path that does not).
     Exists(Path, bool),
@@ -90,15 +94,19 @@ pub(super) enum Change {
 }
 
 impl Change {
-    fn path(self) -> Path {
+    /// Whether a watch on `path` fires for it.
+    fn fires(self, path: Path) -> bool {
         match self {
-            Change::Create(path) | Change::Delete(path) => path,
-            Change::Write(seq) => Path::Node(seq),
+            Change::Create(changed) | Change::Delete(changed) => {
+                changed == path || path == Path::Children
+            }
+            Change::Write(seq) => path == Path::Node(seq),
         }
     }
 
-    fn event(self) -> Event {
+    fn event(self, path: Path) -> Event {
         match self {
+            _ if path == Path::Children => Event::Changed,
             Change::Create(_) => Event::Created,
             Change::Delete(_) => Event::Deleted,
             Change::Write(_) => Event::Changed,
@@ -136,6 +144,7 @@ impl Server {
         match path {
             Path::Node(seq) => self.is_live(seq),
             Path::Signal(seq) => self.forged & bit(seq) != 0,
+            Path::Children => true,
         }
     }
 
@@ -160,9 +169,15 @@ impl World {
         let reply = match req {
             Req::Create => {
                 let reader = self.clients[c].reader;
-                Reply::Created(self.server.create(c, reader))
+                let seq = self.server.create(c, reader);
+                self.apply(&[Change::Create(Path::Node(seq))]);
+                Reply::Created(seq)
             }
             Req::List => Reply::Listed(self.server.live),
+            Req::ListWatch => {
+                self.set_watch(c, Path::Children);
+                Reply::Listed(self.server.live)
+            }
             Req::Watch(seq) => {
                 let found = self.server.is_live(seq);
                 if found {
@@ -224,7 +239,11 @@ impl World {
                 Change::Delete(Path::Signal(seq)) => self.server.forged &= !bit(seq),
                 Change::Delete(Path::Node(seq)) => self.server.live &= !bit(seq),
                 Change::Write(_) => {}
-                Change::Create(Path::Node(_)) => unreachable!("nodes are made by Req::Create"),
+                // Made by `Server::create` already.
+                Change::Create(Path::Node(_)) => {}
+                Change::Create(Path::Children) | Change::Delete(Path::Children) => {
+                    unreachable!("the root is not a child")
+                }
             }
         }
         for (c, client) in self.clients.iter_mut().enumerate() {
@@ -243,12 +262,11 @@ impl World {
             }
             for change in changes {
                 for watch in &mut client.watches {
-                    if watch.server && watch.path == change.path() {
+                    if watch.server && change.fires(watch.path) {
+                        let event = change.event(watch.path);
                         watch.server = false;
-                        watch.written = change.event() == Event::Changed;
-                        client
-                            .inbox
-                            .push(Msg::Notification(watch.path, change.event()));
+                        watch.written = event == Event::Changed;
+                        client.inbox.push(Msg::Notification(watch.path, event));
                     }
                 }
             }
@@ -259,9 +277,12 @@ impl World {
                 continue;
             }
             for watch in &mut client.watches {
-                if let Path::Node(seq) = watch.path {
-                    watch.written |= changes.contains(&Change::Write(seq));
-                }
+                watch.written |= changes.iter().any(|change| match (change, watch.path) {
+                    (Change::Write(_), Path::Node(_)) | (_, Path::Children) => {
+                        change.fires(watch.path)
+                    }
+                    _ => false,
+                });
             }
         }
         for change in changes {

@@ -6,7 +6,7 @@ use super::contender::{Client, Phase};
 use super::explorer::Model;
 use super::faults::orders;
 use super::server::{Change, Msg, Path, Seq, Server};
-use super::{invariants, Budget, Config, Kind, World};
+use super::{invariants, Budget, Config, World};
 
 /// One step; contenders are numbered from 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,6 +17,8 @@ pub(super) enum Step {
     Deliver(u8),
     /// The contender reconnects; the server answers its watches in this order.
     Reconnect(u8, u8),
+    /// The lease takes the semaphore's gate and enters.
+    Gate(u8),
     /// The holder releases (trusted or not).
     Release(u8),
     /// The waiter gives up (its deadline passed).
@@ -40,7 +42,11 @@ impl Step {
     fn optional(self) -> bool {
         !matches!(
             self,
-            Step::Serve(_) | Step::Deliver(_) | Step::Reconnect(..) | Step::Release(_)
+            Step::Serve(_)
+                | Step::Deliver(_)
+                | Step::Reconnect(..)
+                | Step::Gate(_)
+                | Step::Release(_)
         )
     }
 }
@@ -56,7 +62,7 @@ impl Model for Config {
             clients: self
                 .kinds
                 .iter()
-                .map(|kind| Client::new(self.entries, self.acquisitions, *kind == Kind::Reader))
+                .map(|kind| Client::new(self.entries, self.acquisitions, *kind))
                 .collect(),
             budget: Budget {
                 nemesis: self.nemesis,
@@ -86,10 +92,20 @@ impl Model for Config {
                 let n = orders(world.missed(c).len());
                 steps.extend((0..n).map(|order| Step::Reconnect(i, order as u8)));
             }
+            let gate_free = world
+                .clients
+                .iter()
+                .all(|other| !other.lease || !other.in_gate());
+            if client.phase == Phase::Gated && gate_free {
+                steps.push(Step::Gate(i));
+            }
             if matches!(client.phase, Phase::Holding { .. }) {
                 steps.push(Step::Release(i));
             }
-            let waiting = matches!(client.phase, Phase::Waiting(_) | Phase::Checking { .. });
+            let waiting = matches!(
+                client.phase,
+                Phase::Waiting(_) | Phase::Checking { .. } | Phase::Crowded
+            );
             if ours && waiting && world.budget.give_ups > 0 {
                 steps.push(Step::GiveUp(i));
             }
@@ -180,6 +196,11 @@ impl World {
             Step::Serve(c) => self.serve(usize::from(c)),
             Step::Deliver(c) => self.deliver(usize::from(c), cfg),
             Step::Reconnect(c, order) => self.reconnect(usize::from(c), usize::from(order)),
+            Step::Gate(c) => {
+                let client = &mut self.clients[usize::from(c)];
+                client.phase = Phase::Entering { recovering: false };
+                self.enter(usize::from(c));
+            }
             Step::Release(c) => self.leave(usize::from(c), cfg),
             Step::GiveUp(c) => {
                 self.budget.give_ups -= 1;
