@@ -4,9 +4,11 @@
 //!
 //! The protocol that [`queue`](super) states, step by step, for small configurations:
 //! two or three contenders, ours (exclusive, [`Blockers::Every`](super::Blockers::Every):
-//! a mutex, a leader, a writer; or readers, [`Blockers::Only`](super::Blockers::Only))
-//! and foreign ones (Curator, kazoo: they hold when lowest, watch their predecessor, list
-//! again when it changes, release with a plain delete and never signal).
+//! a mutex, a leader, a writer; readers, [`Blockers::Only`](super::Blockers::Only); a
+//! semaphore's leases, [`Blockers::Crowd`](super::Blockers::Crowd), which enter one at a
+//! time through the semaphore's gate, a mutex, modelled as one) and foreign ones (Curator,
+//! kazoo: they hold when lowest, watch their predecessor, list again when it changes,
+//! release with a plain delete and never signal).
 //!
 //! * The server ([`server`]): the root's children with their sequence numbers, owners and
 //!   data versions; left-first signal paths; watches per session (data and exists, fired
@@ -44,7 +46,7 @@
 //!   its node exists at the server, or its deletion came after the message the decision
 //!   rests on (a ghost marker in its queue, placed before a transaction's notifications).
 //! * I2: two trusted holders whose nodes exist are never both exclusive, nor an exclusive
-//!   one with a reader.
+//!   one with a reader; no more trusted leases than the semaphore grants.
 //! * I3 and liveness: in a state where no contender, server or reconnection step can be
 //!   taken (faults, give-ups aside), every contender is done and no node of ours is left.
 //!
@@ -67,6 +69,8 @@
 //! | `Step::GiveUp`, `World::leave` from waiting: plain delete | `Contender::give_up` |
 //! | `World::lose`, `World::reconnect`: requests sent again; a removal until gone | `session::retry`, `remove_until_gone` |
 //! | `World::reconnect` of an expired session | `Contender::failed` (`Turn::Expired`), `Queue::enter` on the new session |
+//! | `Phase::Crowded`: list with a child watch until few enough | `Contender::thinned` |
+//! | `Step::Gate`: one lease enters at a time | `Semaphore::acquire_within` (its `gate`, a `Mutex`) |
 //! | `Kind::Foreign` | Curator's `LockInternals`, kazoo's `Lock` |
 //!
 //! The model follows the target protocol of issue 24 (no hand-off mark in the root: the
@@ -144,6 +148,8 @@ struct Config {
     give_ups: u8,
     /// How many leases a semaphore grants.
     leases: u8,
+    /// Whether leases enter through the semaphore's gate (off: a known-bad variant).
+    gate: bool,
 }
 
 /// What is left of the faults (and give-ups) a run may still use.

@@ -92,10 +92,11 @@ impl Model for Config {
                 let n = orders(world.missed(c).len());
                 steps.extend((0..n).map(|order| Step::Reconnect(i, order as u8)));
             }
-            let gate_free = world
-                .clients
-                .iter()
-                .all(|other| !other.lease || !other.in_gate());
+            let gate_free = !self.gate
+                || world
+                    .clients
+                    .iter()
+                    .all(|other| !other.lease || !other.in_gate());
             if client.phase == Phase::Gated && gate_free {
                 steps.push(Step::Gate(i));
             }
