@@ -10,9 +10,9 @@
 //! kazoo: they hold when lowest, watch their predecessor, list again when it changes,
 //! release with a plain delete and never signal).
 //!
-//! * The server ([`server`]): the root's children with their sequence numbers, owners and
-//!   data versions; left-first signal paths; watches per session (data and exists, fired
-//!   once); one FIFO queue per session of what the server sends (replies and
+//! * The server ([`server`]): the root's children with their sequence numbers and
+//!   owners; left-first signal paths; watches per session (data, exists and child watches,
+//!   fired once); one FIFO queue per session of what the server sends (replies and
 //!   notifications); a transaction applied at once, its notifications to one session in
 //!   the order of its operations.
 //! * Our contenders ([`contender`]): enter (create and list sent back to back), place,
@@ -32,13 +32,23 @@
 //! Time (timeouts, back-off, the liveness bound: a holder that loses its connection stops
 //! trusting at once, and a session expires only while disconnected); one session per
 //! contender (the queue shares a session between contenders: their notifications share
-//! one order, which only adds constraints); node names, ACLs, data contents (a write is a
-//! version bump); the 32-bit sequence wrap; a root that does not exist; the bounded
+//! one order, which only adds constraints); node names, ACLs, data contents (a write only
+//! fires watches, and is remembered by a watch whose client has not heard it yet, for the
+//! answer on reconnection); the 32-bit sequence wrap; a root that does not exist; the bounded
 //! entries in flight; request errors other than a lost connection; a holder's delayed own
 //! watch (the watch is sent at once: the server may serve it at any later point). A
 //! connection loss is seen by the client when it happens (with no server change between
-//! the loss and the client noticing it). Bounded: entries per contender, acquisitions,
-//! faults, give-ups (so every run is finite).
+//! the loss and the client noticing it). A waiter sets its own watch again at each wait
+//! (the code keeps one that has not fired: the same knowledge), and a watch it no longer
+//! needs is dropped with what it had not read about it (it would ignore it). Bounded:
+//! entries per contender, acquisitions, faults, give-ups (so every run is finite).
+//!
+//! # Exploring
+//!
+//! [`explorer`] visits every reachable state once, breadth first (a shortest trace for a
+//! violation). `tests.rs` holds the configurations run by `cargo test --lib` (about three
+//! million states, half a minute on two cores in a debug build), the known-bad variants
+//! that must be caught, and larger configurations for release builds (`--ignored`).
 //!
 //! # Invariants ([`invariants`])
 //!
