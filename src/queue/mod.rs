@@ -82,6 +82,8 @@ mod entering;
 mod handoff;
 mod holding;
 mod leaving;
+#[cfg(test)]
+mod model;
 mod order;
 mod waiting;
 

@@ -1,0 +1,180 @@
+//! A model of the contender-queue protocol, checked exhaustively (test only).
+//!
+//! # What is modelled
+//!
+//! The protocol that [`queue`](super) states, step by step, for small configurations:
+//! two or three contenders, ours (exclusive, [`Blockers::Every`](super::Blockers::Every):
+//! a mutex, a leader, a writer; readers, [`Blockers::Only`](super::Blockers::Only); a
+//! semaphore's leases, [`Blockers::Crowd`](super::Blockers::Crowd), which enter one at a
+//! time through the semaphore's gate, a mutex, modelled as one) and foreign ones (Curator,
+//! kazoo: they hold when lowest, watch their predecessor, list again when it changes,
+//! release with a plain delete and never signal).
+//!
+//! * The server ([`server`]): the root's children with their sequence numbers and
+//!   owners; left-first signal paths; watches per session (data, exists and child watches,
+//!   fired once); one FIFO queue per session of what the server sends (replies and
+//!   notifications); a transaction applied at once, its notifications to one session in
+//!   the order of its operations.
+//! * Our contenders ([`contender`]): enter (create and list sent back to back), place,
+//!   arm (blocker's data watch, own exists watch, the blocker's signal watch), hear,
+//!   decide, fall back (exists of the own node behind a blocker that was first, else a
+//!   listing), hold until a loss is heard, release (signal, delete in one transaction), give
+//!   up (plain delete), enter again when evicted or expired.
+//! * Faults ([`faults`]): connection loss (what was not delivered is lost, requests not yet
+//!   served are dropped and sent again on reconnection, watches are set again and the
+//!   server answers for changes since in any order), session expiry of a disconnected
+//!   session (its node deleted, learned on reconnection), and a nemesis that deletes or
+//!   writes any contender node, deletes two adjacent nodes in one transaction (`zkCli
+//!   deleteall`), or creates a node on a signal path (a forgery; off unless asked).
+//!
+//! # What is abstracted away
+//!
+//! Time (timeouts, back-off, the liveness bound: a holder that loses its connection stops
+//! trusting at once, and a session expires only while disconnected); one session per
+//! contender (the queue shares a session between contenders: their notifications share
+//! one order, which only adds constraints); node names, ACLs, data contents (a write only
+//! fires watches, and is remembered by a watch whose client has not heard it yet, for the
+//! answer on reconnection); the 32-bit sequence wrap; a root that does not exist; the bounded
+//! entries in flight; request errors other than a lost connection; a holder's delayed own
+//! watch (the watch is sent at once: the server may serve it at any later point). A
+//! connection loss is seen by the client when it happens (with no server change between
+//! the loss and the client noticing it). A waiter sets its own watch again at each wait
+//! (the code keeps one that has not fired: the same knowledge), and a watch it no longer
+//! needs is dropped with what it had not read about it (it would ignore it). Bounded:
+//! entries per contender, acquisitions, faults, give-ups (so every run is finite).
+//!
+//! # Exploring
+//!
+//! [`explorer`] visits every reachable state once, breadth first (a shortest trace for a
+//! violation). `tests.rs` holds the configurations run by `cargo test --lib` (about three
+//! million states, half a minute on two cores in a debug build), the known-bad variants
+//! that must be caught, and larger configurations for release builds (`--ignored`).
+//!
+//! # Invariants ([`invariants`])
+//!
+//! * I1: a contender of ours decides that it holds only on a view in which its node exists:
+//!   its node exists at the server, or its deletion came after the message the decision
+//!   rests on (a ghost marker in its queue, placed before a transaction's notifications).
+//! * I2: two trusted holders whose nodes exist are never both exclusive, nor an exclusive
+//!   one with a reader; no more trusted leases than the semaphore grants.
+//! * I3 and liveness: in a state where no contender, server or reconnection step can be
+//!   taken (faults, give-ups aside), every contender is done and no node of ours is left.
+//!
+//! # Model steps and the code they stand for
+//!
+//! | model | queue |
+//! | --- | --- |
+//! | `World::enter`: create and list sent back to back | `Queue::enter`, `Queue::create` |
+//! | `Entering { recovering }`: a create's reply lost, the node looked for by owner | `Creating::recover`, `find_own` |
+//! | `World::placed`: own node absent (enter again), first (hold) or behind a blocker | `Creating::contender`, `Place::of`, `Ahead::of`; `Contender::look_again` after a fallback listing |
+//! | `World::placed`, arming: blocker's data watch, own exists watch, signal exists watch (none behind a reader) | `Contender::gone` (`Contender::watch`), `HandOff::arm` (its state watcher is the connection generation) |
+//! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | the loop of `Contender::gone` (`HandOff::own_deleted`, the blocker's watcher) |
+//! | `World::decide`: hold on what was heard | `HandOff::taken` |
+//! | `Phase::Checking { list: false }`: exists of the own node behind a blocker that was first | `Contender::look_after` |
+//! | `Phase::Checking { list: true }`: list and place again | `Contender::look_again` |
+//! | `World::evicted`: enter again at the end | `Contender::evicted`, `Turn::Evicted` in `Queue::hold` |
+//! | `World::hold`: trusted; the own node watched (the waiting watch kept if unspent) | `Holding::start` (`HandOff::into_own`, `NodeWatch`) |
+//! | `Holding { trusted: false }`: own node deleted, connection lost, session expired | `Watching::lost` (`Watching::node_lost`, `connection_lost`) |
+//! | `World::leave` from holding: signal and delete in one transaction | `Holding::release`, `Contender::leave`, `spawn_removal`, `remove`, `remove_telling` |
+//! | `Step::GiveUp`, `World::leave` from waiting: plain delete | `Contender::give_up` |
+//! | `World::lose`, `World::reconnect`: requests sent again; a removal until gone | `session::retry`, `remove_until_gone` |
+//! | `World::reconnect` of an expired session | `Contender::failed` (`Turn::Expired`), `Queue::enter` on the new session |
+//! | `Phase::Crowded`: list with a child watch until few enough | `Contender::thinned` |
+//! | `Step::Gate`: one lease enters at a time | `Semaphore::acquire_within` (its `gate`, a `Mutex`) |
+//! | `Kind::Foreign` | Curator's `LockInternals`, kazoo's `Lock` |
+//!
+//! The model follows the target protocol of issue 24 (no hand-off mark in the root: the
+//! fallback behind a blocker that was first is an exists of the own node); a change to one
+//! of these functions is a change to the step beside it.
+
+mod contender;
+mod explorer;
+mod faults;
+mod invariants;
+mod server;
+mod steps;
+mod tests;
+
+use contender::Client;
+use server::Server;
+
+/// What a contender is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    /// Ours, exclusive ([`Blockers::Every`](super::Blockers::Every)).
+    Writer,
+    /// Ours, a reader ([`Blockers::Only`](super::Blockers::Only) writers).
+    Reader,
+    /// Curator or kazoo: exclusive, never signals, never checks its own node.
+    Foreign,
+    /// Ours, a semaphore's lease ([`Blockers::Crowd`](super::Blockers::Crowd) of
+    /// [`Config::leases`]).
+    Lease,
+}
+
+impl Kind {
+    fn ours(self) -> bool {
+        self != Kind::Foreign
+    }
+
+    fn exclusive(self) -> bool {
+        matches!(self, Kind::Writer | Kind::Foreign)
+    }
+}
+
+/// Which protocol our contenders follow: the target, or a known-bad variant of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    /// The protocol as the queue implements it.
+    Correct,
+    /// (a) A waiter holds on the signal without checking that its connection stayed.
+    NoConnectionCheck,
+    /// (b) A waiter arms no watch on its own node.
+    NoOwnWatch,
+    /// (c) A blocker that was first need not signal: its deletion alone hands off.
+    FirstExempt,
+    /// (d) The first design: a blocker that was first is gone, so hold, without a request.
+    ZeroRequest,
+}
+
+/// A configuration to explore.
+#[derive(Clone, Debug)]
+struct Config {
+    kinds: Vec<Kind>,
+    variant: Variant,
+    /// Creates a contender may make (acquisitions and entries again after evictions).
+    entries: u8,
+    /// Acquisitions per contender.
+    acquisitions: u8,
+    nemesis: u8,
+    /// Whether the nemesis may delete nodes.
+    deletes: bool,
+    /// Whether the nemesis may write into nodes (besides deleting them).
+    writes: bool,
+    /// Whether the nemesis may create nodes on signal paths.
+    forge: bool,
+    losses: u8,
+    expiries: u8,
+    give_ups: u8,
+    /// How many leases a semaphore grants.
+    leases: u8,
+    /// Whether leases enter through the semaphore's gate (off: a known-bad variant).
+    gate: bool,
+}
+
+/// What is left of the faults (and give-ups) a run may still use.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Budget {
+    nemesis: u8,
+    losses: u8,
+    expiries: u8,
+    give_ups: u8,
+}
+
+/// The whole system: the server and every contender's client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct World {
+    server: Server,
+    clients: Vec<Client>,
+    budget: Budget,
+}
