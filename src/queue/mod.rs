@@ -57,6 +57,13 @@
 //! (`wait_until_first`) → `gone` ([`handoff::HandOff::arm`], `hear`, `taken`) →
 //! `own_exists` or `look_again` → [`Holding::start`].
 //!
+//! The rule is model-checked: `model` (test only) models this protocol — contenders,
+//! servers with one ordered notification queue per session, multis, connection loss and
+//! reconnection, session expiry, a nemesis, foreign contenders that never signal — and
+//! explores it exhaustively for small configurations; its module doc has the table of which
+//! function each model step stands for. A change to one shows in the other: keep them
+//! together.
+//!
 //! Who blocks a contender is the recipe's choice ([`Blockers`]): every one ahead (a mutex,
 //! a leader, a writer: the recipe names those ahead that never signal, readers), some names
 //! only (a reader waits on the closest writer ahead, never on a reader), or the crowd: a

@@ -67,15 +67,15 @@
 //! | `World::enter`: create and list sent back to back | `Queue::enter`, `Queue::create` |
 //! | `Entering { recovering }`: a create's reply lost, the node looked for by owner | `Creating::recover`, `find_own` |
 //! | `World::placed`: own node absent (enter again), first (hold) or behind a blocker | `Creating::contender`, `Place::of`, `Ahead::of`; `Contender::look_again` after a fallback listing |
-//! | `World::placed`, arming: blocker's data watch, own exists watch, signal exists watch (none behind a reader) | `Contender::gone` (`Contender::watch`), `HandOff::arm` (its state watcher is the connection generation) |
-//! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | the loop of `Contender::gone` (`HandOff::own_deleted`, the blocker's watcher) |
+//! | `World::placed`, arming: blocker's data watch, own exists watch, signal exists watch (none behind a reader) | `Contender::gone` (`Contender::watch`, an exists watch), `HandOff::arm` (its state watcher is the connection generation) |
+//! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | the loop of `Contender::gone` (`HandOff::hear`: one biased select over the own node, the signal, the connection and the blocker) |
 //! | `World::decide`: hold on what was heard | `HandOff::taken` |
-//! | `Phase::Checking { list: false }`: exists of the own node behind a blocker that was first | `Contender::look_after` |
+//! | `Phase::Checking { list: false }`: exists of the own node behind a blocker that was first | `Contender::own_exists` |
 //! | `Phase::Checking { list: true }`: list and place again | `Contender::look_again` |
 //! | `World::evicted`: enter again at the end | `Contender::evicted`, `Turn::Evicted` in `Queue::hold` |
 //! | `World::hold`: trusted; the own node watched (the waiting watch kept if unspent) | `Holding::start` (`HandOff::into_own`, `NodeWatch`) |
 //! | `Holding { trusted: false }`: own node deleted, connection lost, session expired | `Watching::lost` (`Watching::node_lost`, `connection_lost`) |
-//! | `World::leave` from holding: signal and delete in one transaction | `Holding::release`, `Contender::leave`, `spawn_removal`, `remove`, `remove_telling` |
+//! | `World::leave` from holding: signal and delete in one transaction | `Holding::release`, `Contender::leave`, `spawn_removal`, `remove`, `remove_signalling` |
 //! | `Step::GiveUp`, `World::leave` from waiting: plain delete | `Contender::give_up` |
 //! | `World::lose`, `World::reconnect`: requests sent again; a removal until gone | `session::retry`, `remove_until_gone` |
 //! | `World::reconnect` of an expired session | `Contender::failed` (`Turn::Expired`), `Queue::enter` on the new session |
