@@ -456,11 +456,6 @@ impl Contender {
         self.blockers.exclusive() && self.is_first()
     }
 
-    /// Whether `blocker`, ahead of this contender, signals when it leaves first.
-    fn signalled_by(&self, blocker: &str) -> bool {
-        self.blockers.signalled_by(blocker)
-    }
-
     /// The recipe root (the node's parent) and the node's own name.
     fn root_and_name(&self) -> (&str, &str) {
         self.node.rsplit_once('/').unwrap_or_default()

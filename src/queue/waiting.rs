@@ -76,21 +76,17 @@ impl Contender {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn still_first(&mut self) -> Result<Turn> {
-        let back = self.until_closed(async {
-            let client = self.client()?;
-            reconnected(&client).await
-        });
-        let exists = match back.await {
-            Ok(()) => {
-                let exists = async {
-                    let client = self.client()?;
-                    retry(&client, || client.check_stat(&self.node)).await
-                };
-                self.until_closed(exists).await
-            }
-            Err(err) => Err(err),
+        // Two steps: the answer confirms the session from when it was asked, once back.
+        let exists = async {
+            self.until_closed(async { reconnected(&*self.client()?).await })
+                .await?;
+            self.until_closed(async {
+                let client = self.client()?;
+                retry(&client, || client.check_stat(&self.node)).await
+            })
+            .await
         };
-        match exists {
+        match exists.await {
             Ok(Some(_)) if self.is_first() => Ok(Turn::First),
             Ok(_) => Ok(self.evicted()),
             Err(err) => self.failed(err),
@@ -191,7 +187,7 @@ impl Contender {
     ) -> Result<(Gone, Option<Box<HandOff>>)> {
         let own = handoff.and_then(|handoff| handoff.into_own());
         let client = self.client()?;
-        let signals = self.signalled_by(blocker);
+        let signals = self.blockers.signalled_by(blocker);
         let arming = HandOff::arm(&client, &self.node, own, blocker, signals);
         // Boxed: setting the watches takes no room while waiting on them.
         let (watched, handoff) =
