@@ -95,7 +95,8 @@ where
     let outcome = hold(&held, run, signals).await;
     match (release(held).await, &outcome) {
         (Ok(()), _) | (Err(_), Outcome::Lost) => {}
-        (Err(err), _) => warn!(%err, "release not confirmed; the node goes with the session"),
+        // Only a delete the servers refuse: the node stays until the session ends.
+        (Err(err), _) => warn!(%err, "release refused; the node goes with the session"),
     }
     outcome.status()
 }
