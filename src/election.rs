@@ -308,9 +308,15 @@ impl Candidate {
         }
     }
 
-    /// The current role: [`Role::Leader`] only while the leadership is trusted.
+    /// The current role: [`Role::Leader`] only while the leadership is trusted, and only
+    /// while [`roles`](Self::roles) says so too (a loss steps the published role down just
+    /// before the leadership reads as lost: whoever saw `Follower` there never sees
+    /// `Leader` here).
     pub fn role(&self) -> Role {
-        self.campaign.borrow().role()
+        match (self.campaign.borrow().role(), *self.roles.borrow()) {
+            (Role::Leader, Role::Leader) => Role::Leader,
+            _ => Role::Follower,
+        }
     }
 
     /// The role as it changes.

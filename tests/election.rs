@@ -224,9 +224,21 @@ async fn the_role_steps_down_with_the_loss() {
         // it would lead again at once, and the role would rightly say so).
         let next = join_election(&s, &root, "b").await;
         await_count(&observer, &root, 2).await;
+        let candidate = Arc::new(candidate);
+        // Whoever sees the published role step down sees role() say so too.
+        let watching = tokio::spawn({
+            let (candidate, mut roles) = (candidate.clone(), roles.clone());
+            async move {
+                let _ = roles.wait_for(|role| *role == Role::Follower).await;
+                candidate.role()
+            }
+        });
         observer.delete(leadership.node(), None).await.unwrap();
         bounded("the loss", PATIENCE, leadership.lost()).await;
         assert_eq!(*roles.borrow(), Role::Follower, "round {round}");
+        let seen = bounded("the watcher", PATIENCE, watching).await.unwrap();
+        assert_eq!(seen, Role::Follower, "round {round}: role() after roles()");
+        let candidate = Arc::try_unwrap(candidate).expect("the watcher is done");
         candidate.resign().await.ok();
         next.resign().await.ok();
         await_empty(&observer, &root).await;
