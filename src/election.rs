@@ -308,13 +308,19 @@ impl Candidate {
         }
     }
 
-    /// The current role: [`Role::Leader`] only while the leadership is trusted, and only
-    /// while [`roles`](Self::roles) says so too (a loss steps the published role down just
-    /// before the leadership reads as lost: whoever saw `Follower` there never sees
-    /// `Leader` here).
+    /// The current role: what [`roles`](Self::roles) says, and [`Role::Follower`] as soon
+    /// as the leadership can no longer be trusted. The published role changes first (a
+    /// loss steps it down just before the leadership reads as lost; a new leadership steps
+    /// it up just before [`leadership`](Self::leadership) returns it), so whoever saw a
+    /// role there sees it here.
     pub fn role(&self) -> Role {
-        match (self.campaign.borrow().role(), *self.roles.borrow()) {
-            (Role::Leader, Role::Leader) => Role::Leader,
+        let lost = match &*self.campaign.borrow() {
+            Campaign::Leading(leadership) => leadership.is_lost(),
+            Campaign::Following => false,
+            Campaign::Ended(_) => true,
+        };
+        match *self.roles.borrow() {
+            Role::Leader if !lost => Role::Leader,
             _ => Role::Follower,
         }
     }
@@ -422,14 +428,16 @@ struct Report {
 }
 
 impl Report {
+    /// The role first, then the campaign: whoever sees a leadership (or its end) in the
+    /// campaign sees the role that goes with it.
     fn publish(&self, campaign: Campaign) {
         let role = campaign.role();
-        self.campaign.send_replace(campaign);
         self.roles.send_if_modified(|current| {
             let changed = *current != role;
             *current = role;
             changed
         });
+        self.campaign.send_replace(campaign);
     }
 }
 
