@@ -176,10 +176,12 @@ impl Mutex {
     }
 
     /// Waits at most `timeout` to hold the lock; `None` if it did not, with the node deleted
-    /// before it returns (or, if the connection is down, in the background).
+    /// before it returns (or, if that takes over a second, by a removal that goes on in the
+    /// background until the node or its session is gone).
     ///
     /// The bound covers waiting for a session, for the connection, for the queue and for
-    /// the holder. A `timeout` too large to add to the current instant waits as long as it
+    /// the holder, never the requests of an attempt the servers are answering: a timeout
+    /// too short to wait (even zero) still tries once, as `flock -w 0` does. A `timeout` too large to add to the current instant waits as long as it
     /// takes.
     ///
     /// # Notable errors
