@@ -13,9 +13,12 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::acl::NodeAcl;
+use crate::contenders::validate_id;
 use crate::error::{Error, Result};
+use crate::fenced::Fence;
 use crate::path;
-use crate::queue::{Blockers, Contender, Holding, Left, NodeWatch, Queue, Turn, Wait, MAX_DATA};
+use crate::proclaim::participant;
+use crate::queue::{Blockers, Contender, Holding, Left, NodeWatch, Queue, Turn, Wait};
 use crate::session::Session;
 use crate::trust::{Announce, Loss, Trust};
 
@@ -31,10 +34,12 @@ pub enum Role {
 /// A member of the election, as observers see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Participant {
-    /// The id the candidate joined with (its node's data).
+    /// The id the candidate joined with (its node's data, up to a NUL if it proclaimed).
     pub id: String,
     /// Full path of its node.
     pub node: String,
+    /// What it proclaimed as leader ([`Leadership::proclaim`]), if it did in this term.
+    pub proclaimed: Option<Vec<u8>>,
 }
 
 /// Leader election: one leader (master) among the candidates on a path, the rest followers.
@@ -91,21 +96,14 @@ impl LeaderElection {
     ///
     /// # Notable errors
     /// * [`Error::InvalidPath`] if `path` is malformed or too long.
-    /// * [`Error::InvalidArgument`] if `id` is empty or larger than ZooKeeper accepts in a
-    ///   node (960 KiB here).
+    /// * [`Error::InvalidArgument`] if `id` is empty, holds a NUL (it would end the id in
+    ///   proclaimed data), is `__REVOKE__`, or is larger than ZooKeeper accepts in a node
+    ///   (960 KiB here).
     ///
     /// Nothing is sent to ZooKeeper.
     pub fn new(session: &Session, path: &str, id: impl Into<String>) -> Result<LeaderElection> {
         let id = id.into();
-        if id.is_empty() {
-            return Err(Error::InvalidArgument("participant id is empty".into()));
-        }
-        if id.len() > MAX_DATA {
-            return Err(Error::InvalidArgument(format!(
-                "participant id is {} bytes; a node holds at most {MAX_DATA}",
-                id.len()
-            )));
-        }
+        validate_id(&id)?;
         Ok(LeaderElection {
             session: session.clone(),
             queue: Queue::new(path, "latch-", Blockers::EVERY, session.node_acl())?,
@@ -212,10 +210,7 @@ impl LeaderElection {
             .await?;
         Ok(contenders
             .into_iter()
-            .map(|(name, data)| Participant {
-                id: String::from_utf8_lossy(&data).into_owned(),
-                node: path::join(self.path(), &name),
-            })
+            .map(|(name, data)| participant(path::join(self.path(), &name), &data))
             .collect())
     }
 
@@ -393,6 +388,10 @@ pub struct Leadership {
     term: u64,
     node: Arc<str>,
     trust: Trust,
+    /// For fenced writes, revocation and proclaiming.
+    pub(crate) fence: Fence,
+    /// The id it joined with.
+    pub(crate) id: Arc<str>,
 }
 
 impl Leadership {
@@ -496,7 +495,7 @@ async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Re
                 false => contender.wait_first(Wait::Forever).await?,
             };
             match turn {
-                Turn::First => seat.lead(report),
+                Turn::First => seat.lead(report, &election.id),
                 Turn::Late | Turn::Evicted => *seat = Seat::Out,
                 Turn::Expired if election.rejoin => *seat = Seat::Out,
                 Turn::Expired => return Err(Error::SessionExpired),
@@ -521,7 +520,7 @@ async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Re
 
 impl Seat {
     /// From waiting to leading: the contender is first, with its node known to exist.
-    fn lead(&mut self, report: &Report) {
+    fn lead(&mut self, report: &Report, id: &Arc<str>) {
         let (Seat::Queued(contender) | Seat::Cut(contender)) = std::mem::replace(self, Seat::Out)
         else {
             return;
@@ -537,6 +536,8 @@ impl Seat {
             term: holding.token(),
             node: holding.node().into(),
             trust: holding.trust().clone(),
+            fence: holding.fence(),
+            id: id.clone(),
         };
         info!(term = leadership.term, node = %leadership.node, "leading");
         report.publish(Campaign::Leading(leadership));

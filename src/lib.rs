@@ -42,21 +42,28 @@
 //! on); every async method here must be called from within a tokio runtime.
 
 mod acl;
+mod contenders;
 mod election;
 mod error;
+mod fenced;
 mod guard;
 mod lock;
 mod path;
+mod proclaim;
 mod queue;
+mod revoke;
 mod rwlock;
 mod semaphore;
 mod session;
 mod trust;
 
 pub use acl::NodeAcl;
+pub use contenders::{Access, Contender};
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
+pub use fenced::{Fenced, Written};
 pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
+pub use revoke::revoke;
 pub use rwlock::{RwLock, RwLockGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
 pub use session::{parse_credentials, CloseReason, Session, SessionBuilder, SessionEvent};

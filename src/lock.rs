@@ -11,6 +11,7 @@ use tracing::{info, info_span};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::fenced::fence_methods;
 use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::Session;
 use crate::trust::Loss;
@@ -103,8 +104,8 @@ pub trait LockGuard: Send + Sync + std::fmt::Debug {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Mutex {
-    session: Session,
-    queue: Queue,
+    pub(crate) session: Session,
+    pub(crate) queue: Queue,
 }
 
 impl Mutex {
@@ -216,6 +217,8 @@ pub struct MutexGuard {
 }
 
 impl MutexGuard {
+    fence_methods!();
+
     /// The fencing token: the zxid that created the holder's node. It is strictly greater
     /// for every later holder of this lock path, so a resource that remembers the largest
     /// token it has accepted can refuse a holder that lost the lock without knowing.

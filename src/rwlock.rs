@@ -10,6 +10,7 @@ use tracing::{field, info_span};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::fenced::fence_methods;
 use crate::guard::guard_methods;
 use crate::lock::{boxed, DistributedLock, LockGuard};
 use crate::queue::{Blockers, Holding, Queue, Wait};
@@ -21,7 +22,7 @@ const READER: &str = "__READ__";
 
 /// Whether a contender is a writer: ours and Curator's `…__WRIT__<seq>`, kazoo's
 /// `<hex>__lock__<seq>` (kazoo's readers are `<hex>__rlock__<seq>`).
-fn is_writer(name: &str) -> bool {
+pub(crate) fn is_writer(name: &str) -> bool {
     name.contains("__WRIT__") || name.contains("__lock__")
 }
 
@@ -85,9 +86,9 @@ fn is_reader(name: &str) -> bool {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RwLock {
-    session: Session,
-    readers: Queue,
-    writers: Queue,
+    pub(crate) session: Session,
+    pub(crate) readers: Queue,
+    pub(crate) writers: Queue,
 }
 
 impl RwLock {
@@ -235,6 +236,7 @@ pub struct RwLockGuard<const WRITE: bool> {
 
 impl<const WRITE: bool> RwLockGuard<WRITE> {
     guard_methods!("lock");
+    fence_methods!();
 }
 
 #[async_trait]

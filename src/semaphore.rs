@@ -12,6 +12,7 @@ use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::fenced::fence_methods;
 use crate::guard::guard_methods;
 use crate::lock::Mutex;
 use crate::path;
@@ -74,10 +75,10 @@ fn recorded(data: &[u8]) -> Option<u32> {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Semaphore {
-    session: Session,
-    gate: Mutex,
-    leases: Queue,
-    max: u32,
+    pub(crate) session: Session,
+    pub(crate) gate: Mutex,
+    pub(crate) leases: Queue,
+    pub(crate) max: u32,
 }
 
 impl Semaphore {
@@ -315,6 +316,7 @@ pub struct Lease {
 
 impl Lease {
     guard_methods!("lease");
+    fence_methods!();
 }
 
 #[cfg(test)]

@@ -127,6 +127,16 @@ pub(crate) struct Queue {
     name: &'static str,
     blockers: Blockers,
     acl: NodeAcl,
+    /// The data of the nodes [`hold`](Self::hold) creates: the contender's id.
+    id: Arc<[u8]>,
+}
+
+/// A contender as an observer lists it: its node's name, data and fencing token.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    pub(crate) name: String,
+    pub(crate) data: Vec<u8>,
+    pub(crate) token: u64,
 }
 
 /// Which contenders ahead keep a contender from holding.
@@ -280,7 +290,13 @@ impl Queue {
             name,
             blockers,
             acl,
+            id: crate::contenders::default_id(),
         })
+    }
+
+    /// The same queue, holding with nodes whose data is `id`.
+    pub(crate) fn with_id(self, id: Arc<[u8]>) -> Queue {
+        Queue { id, ..self }
     }
 
     /// The same queue, creating its nodes with `acl`.
@@ -305,6 +321,18 @@ impl Queue {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn contenders(&self, session: &Session) -> Result<Vec<(String, Vec<u8>)>> {
+        let listed = self.listed(session).await?;
+        Ok(listed.into_iter().map(|l| (l.name, l.data)).collect())
+    }
+
+    /// The contenders under the root, first first, with their tokens; for observers.
+    ///
+    /// # Notable errors
+    /// As [`contenders`](Self::contenders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn listed(&self, session: &Session) -> Result<Vec<Listed>> {
         let client = session.connected()?;
         let mut names = self.list(&client).await?;
         sort_contenders(&mut names);
@@ -316,7 +344,11 @@ impl Queue {
         let mut contenders = Vec::with_capacity(names.len());
         for (name, read) in names.into_iter().zip(reads) {
             match read.await {
-                Ok((data, _)) => contenders.push((name, data)),
+                Ok((data, stat)) => contenders.push(Listed {
+                    name,
+                    data,
+                    token: u64::try_from(stat.czxid).unwrap_or_default(),
+                }),
                 Err(zookeeper_client::Error::NoNode) => {}
                 Err(err) => return Err(Error::at(&self.root, err)),
             }
@@ -350,7 +382,7 @@ impl Queue {
         async move {
             loop {
                 // Boxed: a waiting acquisition need not keep room for entering.
-                let entering = Box::pin(self.enter(session, &[], wait));
+                let entering = Box::pin(self.enter(session, &self.id, wait));
                 let Some(mut contender) = entering.await? else {
                     return Ok(None);
                 };
