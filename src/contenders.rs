@@ -7,8 +7,9 @@
 //!
 //! **Ids.** Every node a recipe creates carries its contender's id as its data: by default
 //! `<host name>/<process id>` (so an operator can tell who holds), or what
-//! [`Mutex::id`] (and [`RwLock::id`], [`Semaphore::id`]) sets. Curator does the same with
-//! the client's default data, the local IP address, so Curator contenders show theirs.
+//! [`Mutex::id`] (and [`RwLock::id`], [`Semaphore::id`]) sets. Curator contenders show
+//! what Curator stored in their nodes (its `InterProcessMutex` 5.4 stores nothing, so their
+//! id is empty; a `LeaderLatch` stores its participant id).
 //! A node written into by someone else shows what was written (a holder asked to let go
 //! shows no id: see [`Contender::revocation_requested`]). Data that is not UTF-8 is shown
 //! with replacement characters.
