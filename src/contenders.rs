@@ -21,15 +21,15 @@ use tracing::{info_span, Instrument};
 use crate::error::{Error, Result};
 use crate::lock::Mutex;
 use crate::path;
+use crate::proclaim::split;
 use crate::queue::{Listed, Queue, MAX_DATA};
 use crate::revoke::{revoke, REVOKE};
 use crate::rwlock::{is_writer, RwLock};
-use crate::semaphore::Semaphore;
+use crate::semaphore::{recorded, Semaphore};
 use crate::session::Session;
 
 /// A contender in a queue, as an observer sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct Contender {
     /// Full path of its node.
     pub node: String,
@@ -40,7 +40,8 @@ pub struct Contender {
     pub holds: bool,
     /// What it holds or waits for.
     pub access: Access,
-    /// Its id: its node's data (empty if it carries none).
+    /// Its id: its node's data (empty if it carries none; up to a NUL: a leader's
+    /// proclaimed data is not part of it).
     pub id: String,
     /// Whether someone asked it to let go ([`revoke`](crate::revoke)): its node holds
     /// `__REVOKE__` (and `id` is empty).
@@ -126,7 +127,7 @@ async fn list(
             access,
             id: match revocation_requested {
                 true => String::new(),
-                false => String::from_utf8_lossy(&data).into_owned(),
+                false => String::from_utf8_lossy(split(&data).0).into_owned(),
             },
             revocation_requested,
         });
@@ -258,6 +259,25 @@ impl Semaphore {
         let passing = usize::from(leases.len() > max);
         leases.extend(acquirers.into_iter().skip(passing));
         Ok(leases)
+    }
+
+    /// The maximum recorded at `<path>/leases` by the participants that hold leases (see
+    /// [`Semaphore`]), if any: what an observer that does not know the maximum can make a
+    /// semaphore with to see who holds. Curator records none.
+    ///
+    /// # Notable errors
+    /// As [`Mutex::contenders`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn recorded_max(&self) -> Result<Option<u32>> {
+        let client = self.session.connected()?;
+        let leases = self.leases.root();
+        match client.get_data(leases).await {
+            Ok((data, _)) => Ok(recorded(&data)),
+            Err(zookeeper_client::Error::NoNode) => Ok(None),
+            Err(err) => Err(Error::at(leases, err)),
+        }
     }
 
     /// The id this semaphore's leases and acquirers carry; as [`Mutex::id`].

@@ -17,16 +17,21 @@ use crate::error::{Error, Result};
 use crate::fenced::Fenced;
 use crate::queue::MAX_DATA;
 
+/// A contender node's data as its id and, if it proclaimed, what it proclaimed.
+pub(crate) fn split(data: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match data.iter().position(|&b| b == 0) {
+        Some(end) => (&data[..end], Some(&data[end + 1..])),
+        None => (data, None),
+    }
+}
+
 /// The participant whose node is `node`, from its node's data.
 pub(crate) fn participant(node: String, data: &[u8]) -> Participant {
-    let (id, proclaimed) = match data.iter().position(|&b| b == 0) {
-        Some(end) => (&data[..end], Some(data[end + 1..].to_vec())),
-        None => (data, None),
-    };
+    let (id, proclaimed) = split(data);
     Participant {
         id: String::from_utf8_lossy(id).into_owned(),
         node,
-        proclaimed,
+        proclaimed: proclaimed.map(<[u8]>::to_vec),
     }
 }
 

@@ -26,7 +26,7 @@ const RECORD: &str = "zk-recipes max leases ";
 const RECORD_ATTEMPTS: usize = 3;
 
 /// The maximum a leases node's data records, if it is a record.
-fn recorded(data: &[u8]) -> Option<u32> {
+pub(crate) fn recorded(data: &[u8]) -> Option<u32> {
     std::str::from_utf8(data)
         .ok()?
         .strip_prefix(RECORD)?

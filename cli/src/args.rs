@@ -9,6 +9,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::check;
 use crate::duration;
+use crate::revoke::OnRevoke;
 use crate::status;
 
 /// Run a command under a ZooKeeper lock or leadership; observe a lock or an election.
@@ -62,6 +63,11 @@ pub enum Command {
     /// follows in an election, once.
     #[command(after_help = help(STATUS_EXAMPLES))]
     Status(Observe),
+    /// Ask whoever holds the lock (or leads) at PATH now to let go, as Curator's Revoker
+    /// does: writes `__REVOKE__` into each holder's node and prints each node asked. A
+    /// request, not a loss: the holder decides (`lock --on-revoke=release` lets go).
+    #[command(after_help = help(REVOKE_EXAMPLES))]
+    Revoke(Revoke),
     /// zk-recipes' own: the watchdog of CMD's process group (see `child`).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
@@ -81,6 +87,10 @@ pub struct Lock {
     /// of PATH must give the same N (another N is refused, exit 64).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub semaphore: Option<u32>,
+    /// When someone asks the holder to let go (`zk-recipes revoke`, Curator's Revoker):
+    /// `release` stops CMD as on a loss and exits 80; `ignore` keeps holding.
+    #[arg(long, value_name = "WHAT", default_value = "ignore")]
+    pub on_revoke: OnRevoke,
     #[command(flatten)]
     pub run: Run,
     // Last: its security options end the help, under their own heading.
@@ -119,6 +129,17 @@ pub struct Observe {
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// `revoke PATH`.
+#[derive(Debug, Args)]
+pub struct Revoke {
+    /// The path of a lock, a read/write lock or an election (Rust's or Curator's); not a
+    /// semaphore's.
+    #[arg(value_parser = check::path)]
+    pub path: String,
     #[command(flatten)]
     pub connection: Connection,
 }
@@ -219,6 +240,11 @@ Examples:
 
   # Lead once, then exit with the job's status:
   zk-recipes elect --once /election/report --id \"$(hostname)\" -- ./report.sh";
+
+const REVOKE_EXAMPLES: &str = "\
+Examples:
+  # Ask the holder of the backup lock to let go (it runs `lock --on-revoke=release`):
+  zk-recipes revoke /locks/backup";
 
 const OBSERVE_EXAMPLES: &str = "\
 Examples:

@@ -40,6 +40,12 @@ pub trait Held {
 
     /// Resolves once it can no longer be trusted (cancel safe).
     fn lost(&self) -> impl Future<Output = Loss>;
+
+    /// Resolves once it should be let go because someone asked (cancel safe); never by
+    /// default.
+    fn revoked(&self) -> impl Future<Output = ()> {
+        std::future::pending()
+    }
 }
 
 /// How holding ended.
@@ -51,6 +57,8 @@ pub enum Outcome {
     Stopped(Option<ExitStatus>),
     /// The holding was lost; CMD, if it ran, was stopped.
     Lost,
+    /// Someone asked the holder to let go; CMD, if it ran, was stopped.
+    Revoked,
     /// CMD could not be started.
     NotStarted(io::Error),
     /// CMD could not be waited for, or its watchdog not started.
@@ -64,6 +72,7 @@ impl Outcome {
             Outcome::Finished(exit) | Outcome::Stopped(Some(exit)) => status::of_exit(*exit),
             Outcome::Stopped(None) => 0,
             Outcome::Lost => status::LOST,
+            Outcome::Revoked => status::REVOKED,
             Outcome::NotStarted(err) => status::of_spawn_error(err),
             Outcome::Unknown => status::OS_ERROR,
         }
@@ -117,6 +126,10 @@ pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcom
                 report_loss::<H>(loss);
                 Outcome::Lost
             }
+            () = held.revoked() => {
+                say!("{} revoked: asked to let go", H::WHAT);
+                Outcome::Revoked
+            }
             _ = signals.recv() => Outcome::Stopped(None),
         };
     }
@@ -144,6 +157,7 @@ async fn supervise<H: Held>(
     signals: &mut Signals,
 ) -> Outcome {
     let mut lost = false;
+    let mut revoked = false;
     let mut kill_at = None;
     let mut stopped = false;
     loop {
@@ -155,6 +169,7 @@ async fn supervise<H: Held>(
                         Outcome::Unknown
                     }
                     (Ok(_), true, _) => Outcome::Lost,
+                    (Ok(_), false, _) if revoked => Outcome::Revoked,
                     (Ok(exit), false, true) => Outcome::Stopped(Some(exit)),
                     (Ok(exit), false, false) => Outcome::Finished(exit),
                 };
@@ -164,6 +179,12 @@ async fn supervise<H: Held>(
                 say!("stopping CMD: SIGTERM, SIGKILL after {:?}", run.kill_after);
                 child.signal(Signal::SIGTERM);
                 lost = true;
+                kill_at = Some(Instant::now() + run.kill_after);
+            }
+            () = held.revoked(), if !lost && !revoked => {
+                say!("{} revoked: asked to let go; stopping CMD: SIGTERM, SIGKILL after {:?}", H::WHAT, run.kill_after);
+                child.signal(Signal::SIGTERM);
+                revoked = true;
                 kill_at = Some(Instant::now() + run.kill_after);
             }
             () = at(kill_at) => {

@@ -13,6 +13,7 @@ use zk_recipes::{Lease, Loss, Mutex, MutexGuard, Semaphore, Session};
 
 use crate::args::{Connection, Lock, Run};
 use crate::held::{self, Held};
+use crate::revoke::Asked;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -73,13 +74,20 @@ async fn exclusive(args: &Lock, session: &Session, signals: &mut Signals) -> u8 
         Err(err) => return status::report(&err),
     };
     let acquiring = async {
-        match Wait::of(args.timeout) {
+        let guard = match Wait::of(args.timeout) {
             Wait::Forever => mutex.lock().await.map(Some),
             Wait::Never => mutex.try_lock().await,
             Wait::AtMost(timeout) => mutex.try_lock_for(timeout).await,
-        }
+        };
+        guard.map(|guard| {
+            guard.map(|held| Asked {
+                held,
+                on_revoke: args.on_revoke,
+            })
+        })
     };
-    held::acquire_and_run(acquiring, MutexGuard::release, &args.run, signals).await
+    let release = |asked: Asked<MutexGuard>| asked.held.release();
+    held::acquire_and_run(acquiring, release, &args.run, signals).await
 }
 
 /// Holds one of the `max` leases of the semaphore on the path while CMD runs.
@@ -89,13 +97,20 @@ async fn shared(args: &Lock, session: &Session, max: u32, signals: &mut Signals)
         Err(err) => return status::report(&err),
     };
     let acquiring = async {
-        match Wait::of(args.timeout) {
+        let lease = match Wait::of(args.timeout) {
             Wait::Forever => semaphore.acquire().await.map(Some),
             Wait::Never => semaphore.try_acquire().await,
             Wait::AtMost(timeout) => semaphore.try_acquire_for(timeout).await,
-        }
+        };
+        lease.map(|lease| {
+            lease.map(|held| Asked {
+                held,
+                on_revoke: args.on_revoke,
+            })
+        })
     };
-    held::acquire_and_run(acquiring, Lease::release, &args.run, signals).await
+    let release = |asked: Asked<Lease>| asked.held.release();
+    held::acquire_and_run(acquiring, release, &args.run, signals).await
 }
 
 /// How long `--timeout` lets an acquisition wait.

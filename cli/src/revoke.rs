@@ -1,0 +1,109 @@
+//! `zk-recipes revoke PATH` asks whoever holds the lock (or leads) at PATH now to let go,
+//! and `lock --on-revoke` says what a holder does when asked.
+//!
+//! Asking writes Curator's revoke marker (`__REVOKE__`) into each holder's node, as
+//! Curator's `Revoker.attemptRevoke` does: a `zk-recipes lock --on-revoke=release`, a Rust
+//! holder awaiting `revocation_requested()` and a Curator holder made revocable all hear
+//! it. It is a request: the holder decides. Holders are told as `status` tells them (see
+//! [`view`](crate::view)): the writer or every reader of a read/write lock, the first of a
+//! lock or an election. Exits 0 having asked at least one holder (each node asked is printed
+//! on stdout), [`NOBODY`](crate::status::NOBODY) if nobody holds PATH.
+
+use std::future::Future;
+
+use clap::ValueEnum;
+use zk_recipes::{Lease, Loss, Mutex, MutexGuard, Result, RwLock, Session};
+
+use crate::args::{Connection, Revoke};
+use crate::held::Held;
+use crate::observe::recipe;
+use crate::say::say;
+use crate::session::OnSession;
+use crate::signals::Signals;
+use crate::status;
+use crate::view::Recipe;
+
+/// What `lock` does when someone asks the holder to let go (`--on-revoke`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum OnRevoke {
+    /// Keep holding; the request is logged at `-v` only.
+    #[default]
+    Ignore,
+    /// Stop CMD as on a loss (SIGTERM, SIGKILL after --kill-after), release, and exit 80.
+    Release,
+}
+
+/// Something held that can be asked to let go.
+pub trait Revocable {
+    /// Resolves once someone asked; fails once the hold is over.
+    fn revocation_requested(&self) -> impl Future<Output = Result<()>>;
+}
+
+impl Revocable for MutexGuard {
+    async fn revocation_requested(&self) -> Result<()> {
+        MutexGuard::revocation_requested(self).await
+    }
+}
+
+impl Revocable for Lease {
+    async fn revocation_requested(&self) -> Result<()> {
+        Lease::revocation_requested(self).await
+    }
+}
+
+/// A hold, with what to do when asked to let go.
+pub struct Asked<H> {
+    pub held: H,
+    pub on_revoke: OnRevoke,
+}
+
+impl<H: Held + Revocable> Held for Asked<H> {
+    const WHAT: &'static str = H::WHAT;
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        self.held.env()
+    }
+
+    async fn lost(&self) -> Loss {
+        self.held.lost().await
+    }
+
+    async fn revoked(&self) {
+        if self.on_revoke == OnRevoke::Release && self.held.revocation_requested().await.is_ok() {
+            return;
+        }
+        std::future::pending().await
+    }
+}
+
+impl OnSession for Revoke {
+    fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {
+        match signals.or(ask(session, &self.path)).await {
+            Err(signal) => status::of_signal(signal),
+            Ok(Err(err)) => status::report(&err),
+            Ok(Ok(asked)) if asked.is_empty() => {
+                say!("nobody holds {}: nobody was asked", self.path);
+                status::NOBODY
+            }
+            Ok(Ok(asked)) => {
+                for node in asked {
+                    println!("{node}");
+                }
+                0
+            }
+        }
+    }
+}
+
+/// Asks the holders of `path`; the nodes asked.
+async fn ask(session: &Session, path: &str) -> Result<Vec<String>> {
+    let mutex = Mutex::new(session, path)?;
+    match recipe(&mutex.contenders().await?) {
+        Recipe::RwLock => RwLock::new(session, path)?.revoke_holders().await,
+        Recipe::Lock | Recipe::Election => mutex.revoke_holders().await,
+    }
+}
