@@ -28,7 +28,17 @@ use crate::rwlock::{is_writer, RwLock};
 use crate::semaphore::{recorded, Semaphore};
 use crate::session::Session;
 
-/// A contender in a queue, as an observer sees it.
+/// A contender in a queue, as an observer sees it (`contenders()` on [`Mutex`], [`RwLock`]
+/// and [`Semaphore`]: Curator's `getParticipantNodes`, kazoo's `contenders()`, with who
+/// holds). Foreign contenders on the same path (Curator, kazoo) are listed too.
+///
+/// **Ids.** Every node a recipe creates carries its contender's id as its data: by default
+/// `<host name>/<process id>` (so an operator can tell who holds), or what [`Mutex::id`]
+/// (and [`RwLock::id`], [`Semaphore::id`]) sets. Curator contenders show what Curator
+/// stored in their nodes (its `InterProcessMutex` 5.4 stores nothing, so their id is
+/// empty). A node written into by someone else shows what was written, except Curator's
+/// revoke marker (see [`revocation_requested`](Self::revocation_requested)). Data that is
+/// not UTF-8 is shown with replacement characters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Contender {
     /// Full path of its node.

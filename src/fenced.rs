@@ -1,47 +1,6 @@
 //! Fenced writes: [`Fenced`], a transaction that commits only while a hold is intact.
 //!
-//! Every hold (a [`MutexGuard`](crate::MutexGuard), an [`RwLock`](crate::RwLock) guard, a
-//! [`Lease`](crate::Lease), a [`Leadership`](crate::Leadership)) offers `fenced()`: a
-//! builder of writes (`create`, `set_data`, `delete`, `check`, as zookeeper-client's
-//! `MultiWriter` has them) committed in **one** ZooKeeper multi whose first operation checks
-//! that the holder's own node still exists. So they are written all together while the hold
-//! is intact, or not at all:
-//!
-//! * **A stale holder writes nothing.** A holder whose session expired (even one paused
-//!   past its session timeout, that has not heard of it yet), whose node was deleted, or
-//!   whose session was closed gets [`Error::LockLost`] and nothing is written: its node is
-//!   gone, so the servers refuse the multi, whatever the holder believes. A hold that
-//!   already reads as lost ([`is_lost`](crate::MutexGuard::is_lost), including a session the
-//!   servers have not confirmed in time) is refused before anything is sent.
-//! * **Hints do not fence.** The check is of the node's existence (any version): a write
-//!   into the holder's node by someone else (Curator's revoker, an operator's hint) never
-//!   makes fenced writes fail.
-//! * **The caller's own failures are told apart.** An operation of the caller's that the
-//!   servers refuse (a missing node, a version that does not match) fails the whole multi
-//!   with [`Error::FencedOpFailed`], which names the operation's index, its path and why.
-//! * **Checked before sending.** Paths must be absolute, well-formed znode paths (as
-//!   recipe paths: [`Error::InvalidPath`]), and the whole transaction must fit the servers'
-//!   request limit (`jute.maxbuffer`, 1 MiB by default, less room for the request's own
-//!   bytes: [`Error::InvalidArgument`]); nothing is sent otherwise.
-//!
-//! State kept in ZooKeeper under a lock or leadership, and written only through
-//! `fenced()`, can therefore never be overwritten by a holder that lost its hold.
-//!
-//! ```no_run
-//! # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
-//! use zk_recipes::{Mutex, Written};
-//!
-//! let guard = Mutex::new(&session, "/locks/orders")?.lock().await?;
-//! let written = guard
-//!     .fenced()
-//!     .set_data("/state/orders/cursor", b"42", None)
-//!     .delete("/state/orders/claim-17", None)
-//!     .commit()
-//!     .await?;
-//! assert_eq!(written[1], Written::Deleted);
-//! guard.release().await?;
-//! # Ok(()) }
-//! ```
+//! The semantics are stated on [`Fenced`], the public face of this module.
 
 use std::sync::{Arc, Weak};
 
@@ -118,8 +77,50 @@ impl Fence {
 }
 
 /// A transaction fenced by a hold: the operations added, committed in one multi behind a
-/// check that the holder's node exists (see the [module docs](self)). Made by a hold's
-/// `fenced()`.
+/// check that the holder's node exists.
+///
+/// Every hold (a [`MutexGuard`](crate::MutexGuard), an [`RwLock`](crate::RwLock) guard, a
+/// [`Lease`](crate::Lease), a [`Leadership`](crate::Leadership)) offers `fenced()`: a
+/// builder of writes (`create`, `set_data`, `delete`, `check`, as zookeeper-client's
+/// `MultiWriter` has them) committed in **one** ZooKeeper multi whose first operation checks
+/// that the holder's own node still exists. So they are written all together while the hold
+/// is intact, or not at all:
+///
+/// * **A stale holder writes nothing.** A holder whose session expired (even one paused
+///   past its session timeout, that has not heard of it yet), whose node was deleted, or
+///   whose session was closed gets [`Error::LockLost`] and nothing is written: its node is
+///   gone, so the servers refuse the multi, whatever the holder believes. A hold that
+///   already reads as lost ([`is_lost`](crate::MutexGuard::is_lost), including a session the
+///   servers have not confirmed in time) is refused before anything is sent.
+/// * **Hints do not fence.** The check is of the node's existence (any version): a write
+///   into the holder's node by someone else (Curator's revoker, an operator's hint) never
+///   makes fenced writes fail.
+/// * **The caller's own failures are told apart.** An operation of the caller's that the
+///   servers refuse (a missing node, a version that does not match) fails the whole multi
+///   with [`Error::FencedOpFailed`], which names the operation's index, its path and why.
+/// * **Checked before sending.** Paths must be absolute, well-formed znode paths (as
+///   recipe paths: [`Error::InvalidPath`]), and the whole transaction must fit the servers'
+///   request limit (`jute.maxbuffer`, 1 MiB by default, less room for the request's own
+///   bytes: [`Error::InvalidArgument`]); nothing is sent otherwise.
+///
+/// State kept in ZooKeeper under a lock or leadership, and written only through
+/// `fenced()`, can therefore never be overwritten by a holder that lost its hold.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::{Mutex, Written};
+///
+/// let guard = Mutex::new(&session, "/locks/orders")?.lock().await?;
+/// let written = guard
+///     .fenced()
+///     .set_data("/state/orders/cursor", b"42", None)
+///     .delete("/state/orders/claim-17", None)
+///     .commit()
+///     .await?;
+/// assert_eq!(written[1], Written::Deleted);
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "nothing is written until `commit` is awaited"]
 pub struct Fenced {

@@ -42,6 +42,12 @@ impl Leadership {
     /// [`participants`](crate::LeaderElection::participants) as
     /// [`Participant::proclaimed`], with the id unchanged. Each call replaces the last.
     ///
+    /// The node's data becomes `<id>\0<data>`: the id stays first, so
+    /// [`Participant::id`] is still the id (etcd's `Proclaim` replaces the value; here the
+    /// id is kept, which is why ids hold no NUL). Curator's `LeaderLatch` observers see the
+    /// whole data as the id. A proclamation lasts for the term: a candidate that joins again
+    /// (after an expiry, or a term that ended) starts with its id alone.
+    ///
     /// # Notable errors
     /// * [`Error::LockLost`] if the leadership is over or reads as lost: nothing was
     ///   written.

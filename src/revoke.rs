@@ -30,6 +30,19 @@ pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
 /// lease's, a leader's) to let go, by writing `__REVOKE__` into it as Curator's
 /// `Revoker.attemptRevoke` does. `false` if there is no such node (nobody to ask).
 ///
+/// A holder learns of it from `revocation_requested()` on its guard, lease or leadership,
+/// which resolves once the marker is in its node (also when it was written before the
+/// call). So it works both ways with Curator: a Curator holder made revocable
+/// (`makeRevocable`) is called back when zk-recipes asks, and a zk-recipes holder hears
+/// Curator's `Revoker`. [`Mutex::revoke_holders`](crate::Mutex::revoke_holders) and
+/// [`RwLock::revoke_holders`](crate::RwLock::revoke_holders) ask whoever holds a path now.
+///
+/// Asking is a hint, never a loss: nothing else changes. The holder decides whether and when
+/// to release; its hold stays trusted, its [fenced writes](crate::Fenced) still commit, and
+/// its release deletes the node whatever was written into it. The marker replaces the
+/// node's data, so the holder's id is no longer shown once it was asked
+/// ([`Contender::revocation_requested`](crate::Contender::revocation_requested) says so).
+///
 /// Does not wait for a connection that is down; sends the write again if the connection
 /// broke with it in flight (it is idempotent), a few times at most.
 ///
