@@ -60,5 +60,5 @@ pub use guard::Hold;
 pub use lock::{DistributedLock, Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
-pub use session::{parse_credentials, CloseReason, Session, SessionBuilder, SessionEvent};
+pub use session::{CloseReason, Session, SessionBuilder, SessionEvent};
 pub use trust::Loss;

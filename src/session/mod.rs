@@ -26,7 +26,6 @@ pub use builder::SessionBuilder;
 pub(crate) use connection::{
     connected_now, connection_lost, disconnected, reconnected, retry, terminal,
 };
-pub use credentials::parse_credentials;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
