@@ -162,7 +162,7 @@ impl Mutex {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the lock path cannot be read.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down: it does not wait.
+    /// * [`Error::Disconnected`] at once if the connection is down: it does not wait.
     ///
     /// # Cancel safety
     /// Cancel safe.

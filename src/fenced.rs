@@ -51,7 +51,7 @@ impl Fence {
 
     /// The error of a hold that is over.
     pub(crate) fn lost(&self) -> Error {
-        Error::LockLost {
+        Error::Lost {
             node: self.node.to_string(),
         }
     }
@@ -59,7 +59,7 @@ impl Fence {
     /// The holder's client, while the hold reads as intact.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if the hold reads as lost, or its session is gone.
+    /// * [`Error::Lost`] if the hold reads as lost, or its session is gone.
     pub(crate) fn client(&self) -> Result<Arc<Client>> {
         match self.client.upgrade() {
             Some(client) if !self.trust.is_lost() => Ok(client),
@@ -88,7 +88,7 @@ impl Fence {
 ///
 /// * **A stale holder writes nothing.** A holder whose session expired (even one paused
 ///   past its session timeout, that has not heard of it yet), whose node was deleted, or
-///   whose session was closed gets [`Error::LockLost`] and nothing is written: its node is
+///   whose session was closed gets [`Error::Lost`] and nothing is written: its node is
 ///   gone, so the servers refuse the multi, whatever the holder believes. A hold that
 ///   already reads as lost ([`is_lost`](crate::MutexGuard::is_lost), including a session the
 ///   servers have not confirmed in time) is refused before anything is sent.
@@ -218,14 +218,15 @@ impl Fenced {
     /// is not among them). An empty transaction still checks the hold.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if the hold is over (its node is gone, its session expired or
+    /// * [`Error::Lost`] if the hold is over (its node is gone, its session expired or
     ///   was closed) or already reads as lost: nothing was written.
     /// * [`Error::FencedOpFailed`] if the servers refused an operation of the caller's
     ///   (index, path and reason): nothing was written.
     /// * [`Error::InvalidPath`] or [`Error::InvalidArgument`] for a malformed path or a
     ///   transaction too large for the servers: nothing was sent.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down (nothing was sent), or
-    ///   if it broke with the request in flight: then whether it was written is unknown.
+    /// * [`Error::Disconnected`] at once if the connection is down: nothing was sent.
+    /// * [`Error::ConnectionLoss`] if the connection broke with the request in flight:
+    ///   whether it was written is unknown.
     ///
     /// # Cancel safety
     /// Not cancel safe in effect: once sent, a dropped commit may or may not be written (all
@@ -236,7 +237,7 @@ impl Fenced {
             self.validate()?;
             let client = self.fence.client()?;
             connected_now(&client).map_err(|err| match err {
-                Error::ConnectionLoss => err,
+                Error::Disconnected => err,
                 _ => self.fence.lost(),
             })?;
             let acl = self.fence.acl;
@@ -363,9 +364,8 @@ impl From<MultiWriteResult> for Written {
     }
 }
 
-/// The methods of a hold kept in its field `holding` (a
-/// [`Holding`](crate::queue::Holding)) for fenced writes and revocation: `fenced` and
-/// `revocation_requested`.
+/// The methods of a hold for fenced writes and revocation, `fenced` and
+/// `revocation_requested`, from its field `holding`, which offers `fence()`.
 macro_rules! fence_methods {
     () => {
         #[doc = "A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced)."]
@@ -376,7 +376,7 @@ macro_rules! fence_methods {
         #[doc = "Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke)."]
         #[doc = ""]
         #[doc = "# Notable errors"]
-        #[doc = "* [`Error::LockLost`](crate::Error::LockLost) if the hold ends first."]
+        #[doc = "* [`Error::Lost`](crate::Error::Lost) if the hold ends first."]
         #[doc = ""]
         #[doc = "# Cancel safety"]
         #[doc = "Cancel safe."]

@@ -14,7 +14,6 @@ use tracing::info;
 
 use crate::election::{Leadership, Participant};
 use crate::error::{Error, Result};
-use crate::fenced::Fenced;
 use crate::queue::MAX_DATA;
 
 /// A contender node's data as its id and, if it proclaimed, what it proclaimed.
@@ -49,17 +48,19 @@ impl Leadership {
     /// (after an expiry, or a term that ended) starts with its id alone.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if the leadership is over or reads as lost: nothing was
+    /// * [`Error::Lost`] if the leadership is over or reads as lost: nothing was
     ///   written.
     /// * [`Error::InvalidArgument`] if the id and `data` together are larger than a node
     ///   holds (960 KiB here): nothing was sent.
-    /// * [`Error::ConnectionLoss`] as [`Fenced::commit`].
+    /// * [`Error::Disconnected`] or [`Error::ConnectionLoss`] as
+    ///   [`Fenced::commit`](crate::Fenced::commit).
     ///
     /// # Cancel safety
-    /// As [`Fenced::commit`]: a dropped proclamation may or may not be written.
+    /// As [`Fenced::commit`](crate::Fenced::commit): a dropped proclamation may or may not be written.
     pub async fn proclaim(&self, data: &[u8]) -> Result<()> {
-        let mut proclaimed = Vec::with_capacity(self.id.len() + 1 + data.len());
-        proclaimed.extend_from_slice(self.id.as_bytes());
+        let id = self.holding.id();
+        let mut proclaimed = Vec::with_capacity(id.len() + 1 + data.len());
+        proclaimed.extend_from_slice(id.as_bytes());
         proclaimed.push(0);
         proclaimed.extend_from_slice(data);
         if proclaimed.len() > MAX_DATA {
@@ -68,29 +69,13 @@ impl Leadership {
                 proclaimed.len()
             )));
         }
-        let node = self.fence.node().to_owned();
+        let node = self.node().to_owned();
         self.fenced()
             .set_data(&node, &proclaimed, None)
             .commit()
             .await?;
         info!(%node, bytes = data.len(), "proclaimed");
         Ok(())
-    }
-
-    /// A transaction that commits only while this leadership is intact; see [`Fenced`].
-    pub fn fenced(&self) -> Fenced {
-        self.fence.fenced()
-    }
-
-    /// Resolves once someone asked this leader to let go ([`revoke`](crate::revoke)).
-    ///
-    /// # Notable errors
-    /// * [`Error::LockLost`] if the leadership ends first.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn revocation_requested(&self) -> Result<()> {
-        self.fence.revocation_requested().await
     }
 }
 

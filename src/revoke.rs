@@ -49,9 +49,9 @@ pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
 /// # Notable errors
 /// * [`Error::InvalidPath`] if `node` is malformed; nothing is sent.
 /// * [`Error::NoAuth`] if the node's ACL denies writing it.
-/// * [`Error::ConnectionLoss`] at once if the connection is down, or if the outcome
-///   stayed unknown.
-/// * [`Error::SessionExpired`] while a new session is being made.
+/// * [`Error::Disconnected`] at once if the connection is down: nothing was sent.
+/// * [`Error::ConnectionLoss`] if the outcome stayed unknown.
+/// * [`Error::Renewing`] while a new session is being made.
 ///
 /// # Cancel safety
 /// Cancel safe; the marker may or may not have been written.
@@ -78,7 +78,7 @@ impl Fence {
     /// Resolves once `__REVOKE__` is in the holder's node.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if the hold ends (or reads as lost) first.
+    /// * [`Error::Lost`] if the hold ends (or reads as lost) first.
     ///
     /// # Cancel safety
     /// Cancel safe.

@@ -216,12 +216,12 @@ async fn a_holder_whose_node_was_deleted_writes_nothing_even_before_it_hears() {
     proxy.restore();
     let refused = bounded("the servers answer", PATIENCE, commit).await;
     assert!(
-        matches!(&refused, Err(Error::LockLost { node }) if node == guard.node()),
+        matches!(&refused, Err(Error::Lost { node }) if node == guard.node()),
         "{refused:?}"
     );
     assert_eq!(data(&observer, &state).await, b"held");
 
-    assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
+    assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
     observer.delete(&state, None).await.unwrap();
     await_empty(&observer, &root).await;
 }
@@ -266,7 +266,7 @@ async fn a_holder_cut_off_until_its_session_expired_writes_nothing() {
         .commit()
         .await;
     assert!(
-        matches!(&refused, Err(Error::LockLost { node }) if node == guard.node()),
+        matches!(&refused, Err(Error::Lost { node }) if node == guard.node()),
         "{refused:?}"
     );
     assert_eq!(data(&observer, &state).await, b"second holder");
@@ -311,7 +311,7 @@ async fn fenced_paused_holder() {
             .await
         {
             Ok(_) => println!("written"),
-            Err(Error::LockLost { .. }) => println!("refused lost"),
+            Err(Error::Lost { .. }) => println!("refused lost"),
             Err(err) => println!("refused {err}"),
         }
     }
@@ -437,13 +437,13 @@ async fn every_kind_of_hold_fences_and_a_leader_proclaims() {
     candidate.resign().await.unwrap();
     assert!(leadership.is_lost());
     let late = leadership.proclaim(b"stale").await;
-    assert!(matches!(late, Err(Error::LockLost { .. })), "{late:?}");
+    assert!(matches!(late, Err(Error::Lost { .. })), "{late:?}");
     let late = leadership
         .fenced()
         .set_data(&state, b"stale", None)
         .commit()
         .await;
-    assert!(matches!(late, Err(Error::LockLost { .. })), "{late:?}");
+    assert!(matches!(late, Err(Error::Lost { .. })), "{late:?}");
     assert_eq!(data(&observer, &state).await, b"e");
 
     observer.delete(&state, None).await.unwrap();

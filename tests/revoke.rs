@@ -87,7 +87,7 @@ async fn waiting_for_a_request_ends_with_the_hold() {
         tokio::join!(asked, deleted)
     })
     .await;
-    assert!(matches!(asked, Err(Error::LockLost { .. })), "{asked:?}");
+    assert!(matches!(asked, Err(Error::Lost { .. })), "{asked:?}");
     drop(guard);
     await_empty(&observer, &root).await;
 }

@@ -128,7 +128,12 @@ async fn follow(session: &Session, path: &str, json: bool) -> Result<()> {
         };
         let (watcher, parts, seen) = match looked.await {
             Ok(looked) => looked,
-            Err(Error::ConnectionLoss | Error::SessionExpired) => {
+            Err(
+                Error::Disconnected
+                | Error::ConnectionLoss
+                | Error::SessionExpired
+                | Error::Renewing,
+            ) => {
                 next_event(&mut events).await?;
                 continue;
             }
@@ -162,7 +167,7 @@ async fn changed(
 
 /// PATH's children (none if it does not exist).
 async fn list(session: &Session, path: &str) -> Result<Vec<String>> {
-    let client = session.client().ok_or(Error::SessionExpired)?;
+    let client = session.client().ok_or(Error::Renewing)?;
     match client.list_children(path).await {
         Ok(children) => Ok(children),
         Err(zookeeper_client::Error::NoNode) => Ok(Vec::new()),
@@ -184,7 +189,7 @@ fn refused(path: &str, err: zookeeper_client::Error) -> Error {
 async fn watch_path(session: &Session, path: &str) -> Result<(OneshotWatcher, Vec<String>)> {
     let span = info_span!("zk.observe.watch", path);
     async {
-        let client = session.client().ok_or(Error::SessionExpired)?;
+        let client = session.client().ok_or(Error::Renewing)?;
         loop {
             match client.list_and_watch_children(path).await {
                 Ok((children, watcher)) => return Ok((watcher, children)),
