@@ -14,7 +14,9 @@ use zk_harness::{
     await_empty, await_events, bounded, observer, record_events, session, unique_root, Ensemble,
     PATIENCE,
 };
-use zk_recipes::{Error, LeaderElection, Mutex, RwLock, Semaphore, SessionEvent, Written};
+use zk_recipes::{
+    DistributedLock, Error, Hold, LeaderElection, Mutex, RwLock, Semaphore, SessionEvent, Written,
+};
 use zookeeper_client::{Client, CreateMode};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -433,6 +435,18 @@ async fn every_kind_of_hold_fences_and_a_leader_proclaims() {
     assert_eq!(leader.id, "node-a");
     assert_eq!(leader.proclaimed.as_deref(), Some(&b"10.0.0.7:8080"[..]));
     assert_eq!(data(&observer, &state).await, b"e");
+    // A leader hears a request to let go, as every hold does.
+    assert!(zk_recipes::revoke(&holder, leadership.node())
+        .await
+        .unwrap());
+    bounded(
+        "the leader hears it",
+        PATIENCE,
+        leadership.revocation_requested(),
+    )
+    .await
+    .unwrap();
+    assert!(!leadership.is_lost());
 
     candidate.resign().await.unwrap();
     assert!(leadership.is_lost());
@@ -450,4 +464,30 @@ async fn every_kind_of_hold_fences_and_a_leader_proclaims() {
     for part in ["rw", "sem/leases", "sem/locks", "election"] {
         await_empty(&observer, &format!("{root}/{part}")).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hold_as_a_trait_object_fences_and_hears_a_request() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("fenced-dyn");
+    let state = state_of(&root);
+    let observer = observer(&zk.connect_string()).await;
+    let holder = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let lock: Box<dyn DistributedLock> = Box::new(RwLock::new(&holder, &root).unwrap());
+    let hold: Box<dyn Hold> = lock.lock().await.unwrap();
+    hold.fenced()
+        .create(&state, b"dyn", CreateMode::Persistent)
+        .commit()
+        .await
+        .unwrap();
+    assert!(zk_recipes::revoke(&holder, hold.node()).await.unwrap());
+    bounded("the hold hears it", PATIENCE, hold.revocation_requested())
+        .await
+        .unwrap();
+    hold.release().await.unwrap();
+    let late = lock.lock().await.unwrap();
+    assert_eq!(data(&observer, &state).await, b"dyn");
+    late.release().await.unwrap();
+    observer.delete(&state, None).await.unwrap();
+    await_empty(&observer, &root).await;
 }
