@@ -287,10 +287,10 @@ impl Fenced {
             Ok(results) => Ok(results.into_iter().skip(1).map(Written::from).collect()),
             Err(MultiWriteError::OperationFailed { index: 0, .. }) => Err(self.fence.lost()),
             Err(MultiWriteError::OperationFailed { index, source }) => {
-                let op = &self.ops[index - 1];
+                let path = self.ops.get(index - 1).map_or("", Op::path);
                 Err(Error::FencedOpFailed {
                     index: index - 1,
-                    path: op.path().to_owned(),
+                    path: path.to_owned(),
                     reason: source,
                 })
             }
