@@ -20,7 +20,7 @@
 //! # Waiting and hand-off
 //!
 //! This section is the one statement of the hand-off rule; the rest of the crate and the
-//! README link here.
+//! docs (`docs/design.md`) link here.
 //!
 //! A contender waits on its *blocker*, the closest contender ahead of it that keeps it from
 //! holding ([`Blockers`]), and remembers whether that blocker was first (lowest of the
