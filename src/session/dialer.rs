@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 use tracing::{debug, debug_span, Instrument};
 use zookeeper_client::{Client, Connector};
 
-use super::probe::{self, Finding, Host, Transport};
+use super::hosts::{self, Host};
+use super::probe::{self, Finding, Transport};
 use crate::error::{outcome_unknown, Error, Result};
 
 /// The pause after the first failed round; it doubles up to [`MAX_PAUSE`].
@@ -79,7 +80,7 @@ impl Dialer {
             connector: connector.with_fail_eagerly(),
             transport,
             secure,
-            hosts: probe::hosts(target, secure).into(),
+            hosts: hosts::parse(target, secure).into(),
             connection_timeout,
             refused,
             sasl_user,
