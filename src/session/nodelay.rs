@@ -189,7 +189,7 @@ mod tests {
     use super::*;
 
     fn of(target: &str) -> Servers {
-        Servers::new(crate::session::hosts::parse(target, false).into())
+        Servers::new(crate::session::hosts::parse(target, false).unwrap().into())
     }
 
     #[test]
