@@ -58,6 +58,7 @@ pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
 pub use guard::Hold;
 pub use lock::{DistributedLock, Mutex, MutexGuard};
+pub use path::check_path;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
 pub use session::{CloseReason, Session, SessionBuilder, SessionEvent};

@@ -244,8 +244,18 @@ async fn oversized_input_is_refused_at_once_and_leaves_the_session_alone() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_connect_strings_are_refused() {
-    for hosts in ["", "  ", "127.0.0.1:2181,", "127.0.0.1:notaport"] {
-        match Session::connect(hosts).await {
+    for hosts in [
+        "",
+        "  ",
+        "127.0.0.1:2181,",
+        "127.0.0.1:notaport",
+        "127.0.0.1:0",
+        "[::1",
+        "127.0.0.1:1/app,127.0.0.1:2",
+    ] {
+        // Refused before anything is sent: no wait for a connection timeout.
+        let refused = tokio::time::timeout(Duration::from_secs(1), Session::connect(hosts));
+        match refused.await.expect("refused at once") {
             Err(Error::InvalidConnectString { .. }) => {}
             other => panic!("{hosts:?}: {other:?}"),
         }

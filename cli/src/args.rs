@@ -7,9 +7,18 @@ use std::time::Duration;
 use clap::builder::NonEmptyStringValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::check;
 use crate::duration;
 use crate::status;
+
+/// A recipe path, checked as the library checks it, before connecting: a bad one exits 64
+/// at once, whatever the servers' state. (The connect string is checked by the library
+/// before it sends anything, also at once.)
+fn path(text: &str) -> Result<String, String> {
+    match zk_recipes::check_path(text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(err) => Err(err.to_string()),
+    }
+}
 
 /// Run a command under a ZooKeeper lock or leadership; observe a lock or an election.
 #[derive(Debug, Parser)]
@@ -71,7 +80,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct Lock {
     /// The lock's path, e.g. /locks/nightly-backup.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting; 0s
     /// tries once without waiting.
@@ -92,7 +101,7 @@ pub struct Lock {
 #[derive(Debug, Args)]
 pub struct Elect {
     /// The election's path, e.g. /election/indexer.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// This candidate's id, shown to observers (e.g. the host name).
     #[arg(long, value_parser = NonEmptyStringValueParser::new())]
@@ -114,7 +123,7 @@ pub struct Elect {
 #[derive(Debug, Args)]
 pub struct Observe {
     /// The path of the lock, read/write lock, semaphore or election.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// One JSON object per line.
     #[arg(long)]
@@ -127,7 +136,7 @@ pub struct Observe {
 #[derive(Debug, Args)]
 pub struct Connection {
     /// ZooKeeper servers: `host:port[,host:port...][/chroot]`.
-    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181", value_parser = check::hosts)]
+    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181")]
     pub hosts: String,
     /// The session timeout to ask the servers for: how long after zk-recipes is cut off or
     /// killed its lock or leadership can pass to another.
