@@ -122,6 +122,10 @@ impl Candidate {
     ///   node was already gone (session expired, deleted).
     /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
     ///   session ends.
+    /// * The error that had ended the campaign already, as [`leadership`](Self::leadership)
+    ///   returns it (for example [`Error::SessionExpired`] without
+    ///   [`rejoin_after_expiry`](crate::LeaderElection::rejoin_after_expiry), or
+    ///   [`Error::Closed`]); its node, if any, is deleted in the background.
     ///
     /// # Cancel safety
     /// Cancel safe: the node is deleted in the background.
