@@ -9,7 +9,7 @@ use tracing::{info, info_span, warn, Instrument};
 use super::leadership::{Exit, Leadership, Term};
 use super::{LeaderElection, Role};
 use crate::error::{Error, Result};
-use crate::queue::{Contender, Holding, Left, NodeWatch, Turn, Wait};
+use crate::queue::{Contender, Holding, Left, NodeWatch, Terms, Wait};
 use crate::trust::{Announce, Loss};
 
 /// What a candidate's campaign publishes.
@@ -122,6 +122,10 @@ impl Candidate {
     ///   node was already gone (session expired, deleted).
     /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
     ///   session ends.
+    /// * The error that had ended the campaign already, as [`leadership`](Self::leadership)
+    ///   returns it (for example [`Error::SessionExpired`] without
+    ///   [`rejoin_after_expiry`](crate::LeaderElection::rejoin_after_expiry), or
+    ///   [`Error::Closed`]); its node, if any, is deleted in the background.
     ///
     /// # Cancel safety
     /// Cancel safe: the node is deleted in the background.
@@ -160,19 +164,44 @@ impl Report {
 
 /// A candidate's place in the election, between the steps of its campaign.
 enum Seat {
-    /// Out of the queue: joins at the next step.
-    Out,
-    /// In the queue, waiting to lead.
-    Queued(Contender),
-    /// Led until its connection was suspended; leads again if its node is still there.
-    Cut(Contender),
+    /// In the queue waiting to lead (its node entered, or kept after a suspension, to be
+    /// looked at once back), or out of it (joins again at the next step).
+    Waiting(Option<Contender>),
     /// Leading.
     Leading(Holding),
 }
 
+/// A candidate's terms of holding: its id in its node, the election's rejoin policy, and
+/// a role that steps down as part of the loss.
+struct Candidacy<'a> {
+    id: &'a [u8],
+    rejoin: bool,
+    roles: &'a watch::Sender<Role>,
+}
+
+impl Terms for Candidacy<'_> {
+    fn data(&self) -> &[u8] {
+        self.id
+    }
+
+    fn rejoin(&self) -> bool {
+        self.rejoin
+    }
+
+    fn start(self, contender: Contender) -> Holding {
+        // The role steps down as part of the loss: whoever sees the loss sees it.
+        let roles = self.roles.clone();
+        let step_down: Announce = Box::new(move || {
+            roles
+                .send_if_modified(|role| std::mem::replace(role, Role::Follower) != Role::Follower);
+        });
+        Holding::start(contender, NodeWatch::Now, Some(step_down))
+    }
+}
+
 /// Follows and leads until stopped (then leaves the queue) or an error ends it.
 async fn campaign(election: LeaderElection, contender: Contender, report: Report) -> Result<()> {
-    let mut seat = Seat::Queued(contender);
+    let mut seat = Seat::Waiting(Some(contender));
     let stop = report.exit.stop.clone();
     let ended = loop {
         tokio::select! {
@@ -192,28 +221,23 @@ async fn campaign(election: LeaderElection, contender: Contender, report: Report
     seat.leave().await
 }
 
-/// One step of a campaign: join, wait to lead, or lead until the leadership is lost.
+/// One step of a campaign: wait to lead (joining again if out), or lead until the
+/// leadership is lost.
 ///
 /// # Cancel safety
 /// Cancel safe: the seat keeps what was reached.
 async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Result<()> {
     match seat {
-        Seat::Out => {
-            let joined = election.enter().await?;
-            info!(node = %joined.node(), "joined again");
-            *seat = Seat::Queued(joined);
-        }
-        Seat::Queued(contender) | Seat::Cut(contender) => {
-            let turn = match contender.is_first() {
-                true => contender.still_first().await?,
-                false => contender.wait_first(Wait::Forever).await?,
+        Seat::Waiting(waiting) => {
+            let candidacy = Candidacy {
+                id: election.id.as_bytes(),
+                rejoin: election.rejoin,
+                roles: &report.roles,
             };
-            match turn {
-                Turn::First => seat.lead(report),
-                Turn::Late | Turn::Evicted => *seat = Seat::Out,
-                Turn::Expired if election.rejoin => *seat = Seat::Out,
-                Turn::Expired => return Err(Error::SessionExpired),
-            }
+            let queue = &election.queue;
+            let held = queue.hold_in(&election.session, waiting, candidacy, Wait::Forever);
+            let holding = held.await?.ok_or(Error::Closed)?;
+            seat.lead(holding, report);
         }
         Seat::Leading(holding) => {
             let loss = holding.trust().lost().await;
@@ -233,19 +257,8 @@ async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Re
 }
 
 impl Seat {
-    /// From waiting to leading: the contender is first, with its node known to exist.
-    fn lead(&mut self, report: &Report) {
-        let (Seat::Queued(contender) | Seat::Cut(contender)) = std::mem::replace(self, Seat::Out)
-        else {
-            return;
-        };
-        // The role steps down as part of the loss: whoever sees the loss sees it.
-        let roles = report.roles.clone();
-        let step_down: Announce = Box::new(move || {
-            roles
-                .send_if_modified(|role| std::mem::replace(role, Role::Follower) != Role::Follower);
-        });
-        let holding = Holding::start(contender, NodeWatch::Now, Some(step_down));
+    /// From waiting to leading with `holding`.
+    fn lead(&mut self, holding: Holding, report: &Report) {
         let leadership = Leadership {
             holding: Term {
                 token: holding.token(),
@@ -259,13 +272,14 @@ impl Seat {
         *self = Seat::Leading(holding);
     }
 
-    /// From leading to cut off (`keep`: the node may still be there) or out of the queue.
+    /// From leading to waiting with the node kept (`keep`: it may still be there) or out
+    /// of the queue.
     fn step_down(&mut self, keep: bool) {
-        let Seat::Leading(holding) = std::mem::replace(self, Seat::Out) else {
+        let Seat::Leading(holding) = std::mem::replace(self, Seat::Waiting(None)) else {
             return;
         };
         match (holding.into_contender(), keep) {
-            (Some(contender), true) => *self = Seat::Cut(contender),
+            (Some(contender), true) => *self = Seat::Waiting(Some(contender)),
             (Some(contender), false) => contender.disown(),
             (None, _) => {}
         }
@@ -274,9 +288,9 @@ impl Seat {
     /// Leaves the election: deletes the node, whatever the seat.
     async fn leave(self) -> Result<()> {
         let contender = match self {
-            Seat::Out => return Ok(()),
+            Seat::Waiting(None) => return Ok(()),
             Seat::Leading(holding) => return holding.release().await,
-            Seat::Queued(contender) | Seat::Cut(contender) => contender,
+            Seat::Waiting(Some(contender)) => contender,
         };
         let node = contender.node().to_owned();
         match contender.leave().await? {
