@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export ZK_CONNECT="${ZK_CONNECT:-127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183}"
+export ZK_HOSTS="${ZK_HOSTS:-127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183}"
 logs="$(mktemp -d)"
 pids=()
 
@@ -90,7 +90,7 @@ loops=()
 for worker in 1 2 3; do
     (
         for _ in $(seq 10); do
-            target/release/zk-recipes lock --hosts "$ZK_CONNECT" /zk-recipes-demo/file-lock \
+            target/release/zk-recipes lock --hosts "$ZK_HOSTS" /zk-recipes-demo/file-lock \
                 -- sh -c "$increment" "$counter" || exit 1
         done
     ) &

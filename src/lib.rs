@@ -64,6 +64,7 @@ pub use error::{Error, Result};
 pub use fenced::{Fenced, Written};
 pub use guard::Hold;
 pub use lock::{DistributedLock, Mutex, MutexGuard};
+pub use path::check_path;
 pub use revoke::revoke;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};

@@ -7,10 +7,19 @@ use std::time::Duration;
 use clap::builder::NonEmptyStringValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::check;
 use crate::duration;
 use crate::revoke::OnRevoke;
 use crate::status;
+
+/// A recipe path, checked as the library checks it, before connecting: a bad one exits 64
+/// at once, whatever the servers' state. (The connect string is checked by the library
+/// before it sends anything, also at once.)
+fn path(text: &str) -> Result<String, String> {
+    match zk_recipes::check_path(text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(err) => Err(err.to_string()),
+    }
+}
 
 /// Run a command under a ZooKeeper lock or leadership; observe a lock or an election.
 #[derive(Debug, Parser)]
@@ -77,7 +86,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct Lock {
     /// The lock's path, e.g. /locks/nightly-backup.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting; 0s
     /// tries once without waiting.
@@ -87,10 +96,6 @@ pub struct Lock {
     /// of PATH must give the same N (another N is refused, exit 64).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub semaphore: Option<u32>,
-    /// When someone asks the holder to let go (`zk-recipes revoke`, Curator's Revoker):
-    /// `release` stops CMD as on a loss and exits 80; `ignore` keeps holding.
-    #[arg(long, value_name = "WHAT", default_value = "ignore")]
-    pub on_revoke: OnRevoke,
     #[command(flatten)]
     pub run: Run,
     // Last: its security options end the help, under their own heading.
@@ -102,7 +107,7 @@ pub struct Lock {
 #[derive(Debug, Args)]
 pub struct Elect {
     /// The election's path, e.g. /election/indexer.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// This candidate's id, shown to observers (e.g. the host name).
     #[arg(long, value_parser = NonEmptyStringValueParser::new())]
@@ -124,7 +129,7 @@ pub struct Elect {
 #[derive(Debug, Args)]
 pub struct Observe {
     /// The path of the lock, read/write lock, semaphore or election.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// One JSON object per line.
     #[arg(long)]
@@ -138,7 +143,7 @@ pub struct Observe {
 pub struct Revoke {
     /// The path of a lock, a read/write lock or an election (Rust's or Curator's); not a
     /// semaphore's.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     #[command(flatten)]
     pub connection: Connection,
@@ -148,7 +153,7 @@ pub struct Revoke {
 #[derive(Debug, Args)]
 pub struct Connection {
     /// ZooKeeper servers: `host:port[,host:port...][/chroot]`.
-    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181", value_parser = check::hosts)]
+    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181")]
     pub hosts: String,
     /// The session timeout to ask the servers for: how long after zk-recipes is cut off or
     /// killed its lock or leadership can pass to another.
@@ -211,6 +216,10 @@ pub struct Run {
     /// node); existing nodes keep their ACL.
     #[arg(long, value_name = "ACL", default_value = "open")]
     pub node_acl: NodeAclOption,
+    /// When someone asks the holder to let go (`zk-recipes revoke`, Curator's Revoker):
+    /// `release` stops CMD as on a loss and exits 80; `ignore` keeps holding.
+    #[arg(long, value_name = "WHAT", default_value = "ignore")]
+    pub on_revoke: OnRevoke,
     /// The command to run, after `--`, with its arguments. It runs in a process group of
     /// its own, with zk-recipes' standard input and output.
     #[arg(last = true, value_name = "CMD")]

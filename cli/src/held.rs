@@ -2,7 +2,7 @@
 //! as soon as it is lost.
 //!
 //! * CMD starts only while what is held is still trusted; it gets the holding's
-//!   variables ([`Held::env`]) in its environment.
+//!   variables ([`Kind`]) in its environment.
 //! * **Loss.** When the holding is lost, CMD's process group gets SIGTERM, then SIGKILL
 //!   after `--kill-after`; the outcome is [`Outcome::Lost`] however CMD then exits.
 //! * **Signals.** SIGINT sent to zk-recipes is passed on to CMD's group, SIGTERM, SIGHUP
@@ -22,29 +22,51 @@ use std::process::ExitStatus;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 use tracing::{info_span, warn, Instrument};
-use zk_recipes::{Loss, Result};
+use zk_recipes::{Hold, Loss, Result};
 
 use crate::args::Run;
 use crate::child::{self, Child, SpawnError};
+use crate::revoke::revoked;
 use crate::say::say;
 use crate::signals::Signals;
 use crate::status;
 
-/// Something held in ZooKeeper that can be lost.
-pub trait Held {
-    /// What it is, for messages ("lock", "leadership").
-    const WHAT: &'static str;
+/// What CMD is told about a hold: what it is called in messages, and the names of the
+/// variables that carry its node and its fencing token.
+#[derive(Clone, Copy, Debug)]
+pub struct Kind {
+    what: &'static str,
+    node: &'static str,
+    token: &'static str,
+}
 
-    /// The variables CMD gets.
-    fn env(&self) -> Vec<(&'static str, String)>;
+/// A lock: `ZK_LOCK_NODE`, `ZK_FENCING_TOKEN`.
+pub const LOCK: Kind = Kind {
+    what: "lock",
+    node: "ZK_LOCK_NODE",
+    token: "ZK_FENCING_TOKEN",
+};
 
-    /// Resolves once it can no longer be trusted (cancel safe).
-    fn lost(&self) -> impl Future<Output = Loss>;
+/// A semaphore lease, with the variables of a lock.
+pub const LEASE: Kind = Kind {
+    what: "semaphore lease",
+    ..LOCK
+};
 
-    /// Resolves once it should be let go because someone asked (cancel safe); never by
-    /// default.
-    fn revoked(&self) -> impl Future<Output = ()> {
-        std::future::pending()
+/// A leadership: `ZK_LEADER_NODE`, `ZK_LEADER_TERM`.
+pub const LEADERSHIP: Kind = Kind {
+    what: "leadership",
+    node: "ZK_LEADER_NODE",
+    token: "ZK_LEADER_TERM",
+};
+
+impl Kind {
+    /// CMD's variables for `held`.
+    fn env(self, held: &dyn Hold) -> Vec<(&'static str, String)> {
+        vec![
+            (self.node, held.node().to_owned()),
+            (self.token, held.fencing_token().to_string()),
+        ]
     }
 }
 
@@ -57,7 +79,8 @@ pub enum Outcome {
     Stopped(Option<ExitStatus>),
     /// The holding was lost; CMD, if it ran, was stopped.
     Lost,
-    /// Someone asked the holder to let go; CMD, if it ran, was stopped.
+    /// Someone asked the holder to let go (`--on-revoke=release`); CMD, if it ran, was
+    /// stopped.
     Revoked,
     /// CMD could not be started.
     NotStarted(io::Error),
@@ -80,29 +103,26 @@ impl Outcome {
 }
 
 /// Waits for `acquiring`; if it gives something to hold, runs CMD while holding it (see
-/// [`hold`]), then releases it with `release`. Returns zk-recipes' exit status.
+/// [`hold`]), then releases it. Returns zk-recipes' exit status.
 ///
 /// `acquiring` gives `None` when it gave up in time (`--timeout`).
-pub async fn acquire_and_run<H: Held, R>(
+pub async fn acquire_and_run<H: Hold + 'static>(
     acquiring: impl Future<Output = Result<Option<H>>>,
-    release: impl FnOnce(H) -> R,
+    kind: Kind,
     run: &Run,
     signals: &mut Signals,
-) -> u8
-where
-    R: Future<Output = Result<()>>,
-{
+) -> u8 {
     let held = match signals.or(acquiring).await {
         Err(signal) => return status::of_signal(signal),
         Ok(Err(err)) => return status::report(&err),
         Ok(Ok(None)) => {
-            say!("{} not acquired within --timeout", H::WHAT);
+            say!("{} not acquired within --timeout", kind.what);
             return status::TIMED_OUT;
         }
         Ok(Ok(Some(held))) => held,
     };
-    let outcome = hold(&held, run, signals).await;
-    match (release(held).await, &outcome) {
+    let outcome = hold(&held, kind, run, signals).await;
+    match (Hold::release(Box::new(held)).await, &outcome) {
         (Ok(()), _) | (Err(_), Outcome::Lost) => {}
         // Only a delete the servers refuse: the node stays until the session ends.
         (Err(err), _) => warn!(%err, "release refused; the node goes with the session"),
@@ -112,22 +132,22 @@ where
 
 /// Runs CMD (or, without one, waits for a signal) while `held` is trusted; stops CMD when
 /// it is lost.
-pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcome {
-    let env = held.env();
+pub async fn hold(held: &dyn Hold, kind: Kind, run: &Run, signals: &mut Signals) -> Outcome {
+    let env = kind.env(held);
     // Lost since it was acquired: CMD must not start.
     if let Some(loss) = already(held.lost()).await {
-        report_loss::<H>(loss);
+        report_loss(kind, loss);
         return Outcome::Lost;
     }
     if run.command.is_empty() {
         print_env(&env);
         return tokio::select! {
             loss = held.lost() => {
-                report_loss::<H>(loss);
+                report_loss(kind, loss);
                 Outcome::Lost
             }
-            () = held.revoked() => {
-                say!("{} revoked: asked to let go", H::WHAT);
+            () = revoked(held, run.on_revoke) => {
+                say!("{} revoked: asked to let go", kind.what);
                 Outcome::Revoked
             }
             _ = signals.recv() => Outcome::Stopped(None),
@@ -144,20 +164,21 @@ pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcom
             return Outcome::Unknown;
         }
     };
-    supervise(held, child, run, signals)
-        .instrument(info_span!("cmd", what = H::WHAT))
+    supervise(held, kind, child, run, signals)
+        .instrument(info_span!("cmd", what = kind.what))
         .await
 }
 
 /// Waits for CMD, passing signals on, and stops it if `held` is lost.
-async fn supervise<H: Held>(
-    held: &H,
+async fn supervise(
+    held: &dyn Hold,
+    kind: Kind,
     mut child: Child,
     run: &Run,
     signals: &mut Signals,
 ) -> Outcome {
     let mut lost = false;
-    let mut revoked = false;
+    let mut asked = false;
     let mut kill_at = None;
     let mut stopped = false;
     loop {
@@ -169,22 +190,22 @@ async fn supervise<H: Held>(
                         Outcome::Unknown
                     }
                     (Ok(_), true, _) => Outcome::Lost,
-                    (Ok(_), false, _) if revoked => Outcome::Revoked,
+                    (Ok(_), false, _) if asked => Outcome::Revoked,
                     (Ok(exit), false, true) => Outcome::Stopped(Some(exit)),
                     (Ok(exit), false, false) => Outcome::Finished(exit),
                 };
             }
             loss = held.lost(), if !lost => {
-                report_loss::<H>(loss);
+                report_loss(kind, loss);
                 say!("stopping CMD: SIGTERM, SIGKILL after {:?}", run.kill_after);
                 child.signal(Signal::SIGTERM);
                 lost = true;
                 kill_at = Some(Instant::now() + run.kill_after);
             }
-            () = held.revoked(), if !lost && !revoked => {
-                say!("{} revoked: asked to let go; stopping CMD: SIGTERM, SIGKILL after {:?}", H::WHAT, run.kill_after);
+            () = revoked(held, run.on_revoke), if !lost && !asked => {
+                say!("{} revoked: asked to let go; stopping CMD: SIGTERM, SIGKILL after {:?}", kind.what, run.kill_after);
                 child.signal(Signal::SIGTERM);
-                revoked = true;
+                asked = true;
                 kill_at = Some(Instant::now() + run.kill_after);
             }
             () = at(kill_at) => {
@@ -216,8 +237,8 @@ async fn at(deadline: Option<Instant>) {
     }
 }
 
-fn report_loss<H: Held>(loss: Loss) {
-    say!("{} lost: {loss:?}", H::WHAT);
+fn report_loss(kind: Kind, loss: Loss) {
+    say!("{} lost: {loss:?}", kind.what);
 }
 
 /// Prints `NAME=value` lines on stdout (a closed stdout is no reason to let go).

@@ -9,46 +9,13 @@
 
 use std::time::Duration;
 
-use zk_recipes::{Lease, Loss, Mutex, MutexGuard, Semaphore, Session};
+use zk_recipes::{Mutex, Semaphore, Session};
 
 use crate::args::{Connection, Lock, Run};
-use crate::held::{self, Held};
-use crate::revoke::Asked;
+use crate::held;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-
-impl Held for MutexGuard {
-    const WHAT: &'static str = "lock";
-
-    fn env(&self) -> Vec<(&'static str, String)> {
-        env(self.node(), self.fencing_token())
-    }
-
-    async fn lost(&self) -> Loss {
-        MutexGuard::lost(self).await
-    }
-}
-
-impl Held for Lease {
-    const WHAT: &'static str = "semaphore lease";
-
-    fn env(&self) -> Vec<(&'static str, String)> {
-        env(self.node(), self.fencing_token())
-    }
-
-    async fn lost(&self) -> Loss {
-        Lease::lost(self).await
-    }
-}
-
-/// CMD's variables: the node held and its fencing token.
-fn env(node: &str, fencing_token: u64) -> Vec<(&'static str, String)> {
-    vec![
-        ("ZK_LOCK_NODE", node.to_owned()),
-        ("ZK_FENCING_TOKEN", fencing_token.to_string()),
-    ]
-}
 
 impl OnSession for Lock {
     fn connection(&self) -> &Connection {
@@ -74,20 +41,13 @@ async fn exclusive(args: &Lock, session: &Session, signals: &mut Signals) -> u8 
         Err(err) => return status::report(&err),
     };
     let acquiring = async {
-        let guard = match Wait::of(args.timeout) {
+        match Wait::of(args.timeout) {
             Wait::Forever => mutex.lock().await.map(Some),
             Wait::Never => mutex.try_lock().await,
             Wait::AtMost(timeout) => mutex.try_lock_for(timeout).await,
-        };
-        guard.map(|guard| {
-            guard.map(|held| Asked {
-                held,
-                on_revoke: args.on_revoke,
-            })
-        })
+        }
     };
-    let release = |asked: Asked<MutexGuard>| asked.held.release();
-    held::acquire_and_run(acquiring, release, &args.run, signals).await
+    held::acquire_and_run(acquiring, held::LOCK, &args.run, signals).await
 }
 
 /// Holds one of the `max` leases of the semaphore on the path while CMD runs.
@@ -97,20 +57,13 @@ async fn shared(args: &Lock, session: &Session, max: u32, signals: &mut Signals)
         Err(err) => return status::report(&err),
     };
     let acquiring = async {
-        let lease = match Wait::of(args.timeout) {
+        match Wait::of(args.timeout) {
             Wait::Forever => semaphore.acquire().await.map(Some),
             Wait::Never => semaphore.try_acquire().await,
             Wait::AtMost(timeout) => semaphore.try_acquire_for(timeout).await,
-        };
-        lease.map(|lease| {
-            lease.map(|held| Asked {
-                held,
-                on_revoke: args.on_revoke,
-            })
-        })
+        }
     };
-    let release = |asked: Asked<Lease>| asked.held.release();
-    held::acquire_and_run(acquiring, release, &args.run, signals).await
+    held::acquire_and_run(acquiring, held::LEASE, &args.run, signals).await
 }
 
 /// How long `--timeout` lets an acquisition wait.

@@ -1,21 +1,19 @@
 //! `zk-recipes revoke PATH` asks whoever holds the lock (or leads) at PATH now to let go,
-//! and `lock --on-revoke` says what a holder does when asked.
+//! and `--on-revoke` (of `lock` and `elect`) says what a holder does when asked.
 //!
 //! Asking writes Curator's revoke marker (`__REVOKE__`) into each holder's node, as
-//! Curator's `Revoker.attemptRevoke` does: a `zk-recipes lock --on-revoke=release`, a Rust
-//! holder awaiting `revocation_requested()` and a Curator holder made revocable all hear
-//! it. It is a request: the holder decides. Holders are told as `status` tells them (see
-//! [`view`](crate::view)): the writer or every reader of a read/write lock, the first of a
-//! lock or an election. Exits 0 having asked at least one holder (each node asked is printed
-//! on stdout), [`NOBODY`](crate::status::NOBODY) if nobody holds PATH.
-
-use std::future::Future;
+//! Curator's `Revoker.attemptRevoke` does: a `zk-recipes lock --on-revoke=release` (or
+//! `elect`), a Rust holder awaiting `revocation_requested()` and a Curator holder made
+//! revocable all hear it. It is a request: the holder decides. Holders are told as
+//! `status` tells them (see [`view`](crate::view)): the writer or every reader of a
+//! read/write lock, the first of a lock or an election. Exits 0 having asked at least one
+//! holder (each node asked is printed on stdout), [`NOBODY`](crate::status::NOBODY) if
+//! nobody holds PATH.
 
 use clap::ValueEnum;
-use zk_recipes::{Lease, Loss, Mutex, MutexGuard, Result, RwLock, Session};
+use zk_recipes::{Hold, Mutex, Result, RwLock, Session};
 
 use crate::args::{Connection, Revoke};
-use crate::held::Held;
 use crate::observe::recipe;
 use crate::say::say;
 use crate::session::OnSession;
@@ -29,51 +27,17 @@ pub enum OnRevoke {
     /// Keep holding; the request is logged at `-v` only.
     #[default]
     Ignore,
-    /// Stop CMD as on a loss (SIGTERM, SIGKILL after --kill-after), release, and exit 80.
+    /// Stop CMD as on a loss (SIGTERM, SIGKILL after --kill-after), let go, and exit 80.
     Release,
 }
 
-/// Something held that can be asked to let go.
-pub trait Revocable {
-    /// Resolves once someone asked; fails once the hold is over.
-    fn revocation_requested(&self) -> impl Future<Output = Result<()>>;
-}
-
-impl Revocable for MutexGuard {
-    async fn revocation_requested(&self) -> Result<()> {
-        MutexGuard::revocation_requested(self).await
+/// Resolves once `held` should be let go because someone asked and `on_revoke` says to
+/// release; never otherwise (cancel safe).
+pub async fn revoked(held: &dyn Hold, on_revoke: OnRevoke) {
+    if on_revoke == OnRevoke::Release && held.revocation_requested().await.is_ok() {
+        return;
     }
-}
-
-impl Revocable for Lease {
-    async fn revocation_requested(&self) -> Result<()> {
-        Lease::revocation_requested(self).await
-    }
-}
-
-/// A hold, with what to do when asked to let go.
-pub struct Asked<H> {
-    pub held: H,
-    pub on_revoke: OnRevoke,
-}
-
-impl<H: Held + Revocable> Held for Asked<H> {
-    const WHAT: &'static str = H::WHAT;
-
-    fn env(&self) -> Vec<(&'static str, String)> {
-        self.held.env()
-    }
-
-    async fn lost(&self) -> Loss {
-        self.held.lost().await
-    }
-
-    async fn revoked(&self) {
-        if self.on_revoke == OnRevoke::Release && self.held.revocation_requested().await.is_ok() {
-            return;
-        }
-        std::future::pending().await
-    }
+    std::future::pending().await
 }
 
 impl OnSession for Revoke {

@@ -13,7 +13,7 @@
 //! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD, starting CMD's watchdog |
 //! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |
 //! | 79 | the lock or leadership was lost while CMD ran; CMD was killed |
-//! | 80 | `lock --on-revoke=release`: someone asked the holder to let go (`zk-recipes revoke`, Curator's `Revoker`); CMD was stopped and the lock released |
+//! | 80 | `lock`/`elect --on-revoke=release`: someone asked the holder to let go (`zk-recipes revoke`, Curator's `Revoker`); CMD was stopped and the lock or leadership let go |
 //! | 81 | `revoke`: nobody holds PATH; nobody was asked |
 //! | 126, 127 | CMD could not be run, or was not found (as in shells) |
 //! | 128+N | stopped by signal N (SIGINT, SIGTERM, SIGHUP, SIGQUIT) while waiting; CMD did not run |
@@ -60,8 +60,8 @@ Exit status:
                  starting its watchdog)
   75             not acquired within --timeout; CMD did not run
   79             the lock or leadership was lost while CMD ran; CMD was killed
-  80             lock --on-revoke=release: the holder was asked to let go (zk-recipes
-                 revoke, Curator's Revoker); CMD was stopped, the lock released
+  80             --on-revoke=release: the holder was asked to let go (zk-recipes
+                 revoke, Curator's Revoker); CMD was stopped, the hold let go
   81             revoke: nobody holds PATH; nobody was asked
   126, 127       CMD could not be run, or was not found
   128+N          stopped by signal N while waiting; CMD did not run";
