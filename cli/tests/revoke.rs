@@ -55,3 +55,21 @@ async fn revoke_where_nobody_holds_says_so_and_exits_81() {
     let (bad, _) = output_within(&mut test.command(&["revoke", "relative"])).await;
     assert_eq!(bad.status.code(), Some(64), "{bad:?}");
 }
+
+#[tokio::test]
+async fn a_leader_that_releases_on_revoke_stops_cmd_resigns_and_exits_80() {
+    let test = Test::new("elect-on-revoke").await;
+    let started = test.scratch.file("started");
+    let script = r#"trap 'echo TERM > "$1"; exit 0' TERM
+echo "$ZK_LEADER_NODE" > "$0"; sleep 60 & wait"#;
+    let mut elect = test.command(&["elect", "--on-revoke", "release", "--id", "a", &test.root]);
+    elect.args(["--", "sh", "-c", script]);
+    let mut elect = support::start(elect.arg(&started).arg(test.scratch.file("termed")));
+    let node = await_lines(&started, 1).await.remove(0);
+
+    let (asked, _) = output_within(&mut test.command(&["revoke", &test.root])).await;
+    assert_eq!(String::from_utf8_lossy(&asked.stdout).trim(), node);
+    await_lines(&test.scratch.file("termed"), 1).await;
+    assert_eq!(exit_within(&mut elect, PATIENCE).await.code(), Some(80));
+    assert!(test.children().await.is_empty());
+}
