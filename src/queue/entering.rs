@@ -75,7 +75,7 @@ impl Queue {
             Wait::Never => Box::pin(self.turn_now(session)).await?,
             Wait::Until(_) | Wait::Forever => {
                 let ready = pin!(async {
-                    let turn = session.entry_turn().await?;
+                    let turn = session.entry_turn(&self.root).await?;
                     let client = session.live().await?;
                     reconnected(&client).await?;
                     Ok((turn, client))
@@ -103,7 +103,7 @@ impl Queue {
     ) -> Result<(SemaphorePermit<'s>, Arc<Client>)> {
         let client = session.connected()?;
         tokio::select! {
-            turn = session.entry_turn() => Ok((turn?, client)),
+            turn = session.entry_turn(&self.root) => Ok((turn?, client)),
             () = disconnected(&client) => Err(Error::ConnectionLoss),
         }
     }
