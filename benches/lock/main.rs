@@ -3,7 +3,8 @@
 //! ZooKeeper servers, in the same run.
 //!
 //! `cargo bench --bench lock` (about 6 minutes on 2 cores), `-- --quick` for a short run.
-//! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election, recipes),
+//! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election, recipes,
+//! per-key),
 //! `--waiters 100,1000,10000`, `--drain-timeout <secs>`, `--reps <n>`.
 //!
 //! Prints one markdown table of medians over the repetitions, with the spread
@@ -20,6 +21,7 @@ mod contended;
 mod delay;
 mod drain;
 mod failover;
+mod per_key;
 mod recipes;
 mod side;
 mod table;
@@ -143,6 +145,9 @@ async fn run(opts: &Opts) -> Table {
     }
     if opts.runs("recipes") {
         recipes::run(&mut table, opts, &standalone).await;
+    }
+    if opts.runs("per-key") {
+        per_key::run(&mut table, opts, &standalone).await;
     }
     drop(standalone);
     table
