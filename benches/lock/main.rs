@@ -22,6 +22,7 @@ mod delay;
 mod drain;
 mod failover;
 mod per_key;
+mod per_key_one;
 mod recipes;
 mod side;
 mod table;

@@ -5,12 +5,9 @@
 //! (in the interop peer's JVM). All three in the same run, their order rotating, through
 //! a proxy that delays each direction by 0.5 ms and on loopback.
 //!
-//! Beside the rates: server transactions per acquisition (the zxid's advance), the
-//! first-touch acquisition (the key's path does not exist yet) in round trips, a new value
-//! per acquisition against one kept per key, and the bytes an idle `Mutex` value costs in
-//! a map of 10,000.
+//! Beside each rate: server transactions and requests per acquisition, and on loopback the
+//! client CPU per acquisition. The one-task rows are in `per_key_one`.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,24 +15,23 @@ use std::time::{Duration, Instant};
 use zk_recipes::{Mutex, Session};
 use zookeeper_client as zk;
 
-use crate::alloc::Baseline;
 use crate::delay::DelayProxy;
 use crate::side::{connect_client, peer_lock, peer_release, SESSION_TIMEOUT};
 use crate::support::peers::Peer;
 use crate::support::{four_letter_at, unique_root, Ensemble};
-use crate::table::{fmt_num, median, micros, Reps, Row, Table};
+use crate::table::{fmt_num, Reps, Row, Table};
 use crate::{targets, Opts};
 
 /// Tasks (Curator: threads) taking locks at once.
 const TASKS: usize = 64;
 /// The one-way delay of the wire rows.
 const ONE_WAY: Duration = Duration::from_micros(500);
-/// Cycles of the single-task rows.
-const CYCLES: usize = 200;
+/// Cycles of the one-task rows.
+pub const CYCLES: usize = 200;
 
 /// Who takes the locks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
+pub enum Who {
     Ours,
     Zkc,
     Curator,
@@ -84,20 +80,20 @@ impl Rates {
 
 /// The keys' sequence of task `task`: the same for every side (the Curator peer draws
 /// with the same xorshift).
-struct Keys {
+pub struct Keys {
     x: u64,
     keys: u64,
 }
 
 impl Keys {
-    fn new(task: usize, keys: u64) -> Keys {
+    pub fn new(task: usize, keys: u64) -> Keys {
         Keys {
             x: task as u64 + 1,
             keys,
         }
     }
 
-    fn next(&mut self) -> u64 {
+    pub fn next(&mut self) -> u64 {
         self.x ^= self.x << 13;
         self.x ^= self.x >> 7;
         self.x ^= self.x << 17;
@@ -106,7 +102,7 @@ impl Keys {
 }
 
 /// The server's last zxid, read from `srvr` at `address`.
-async fn zxid(address: &str) -> i64 {
+pub async fn zxid(address: &str) -> i64 {
     let out = four_letter_at(address, "srvr").await;
     out.lines()
         .find_map(|l| l.strip_prefix("Zxid: 0x"))
@@ -124,13 +120,13 @@ async fn received(address: &str) -> i64 {
 }
 
 /// One side's sessions.
-enum Sessions {
+pub enum Sessions {
     Ours(Vec<Session>),
     Zkc(Vec<zk::Client>),
 }
 
 impl Sessions {
-    async fn connect(who: Who, hosts: &str, n: usize) -> Sessions {
+    pub async fn connect(who: Who, hosts: &str, n: usize) -> Sessions {
         match who {
             Who::Ours => {
                 let mut all = Vec::new();
@@ -149,7 +145,7 @@ impl Sessions {
         }
     }
 
-    fn close(self) {
+    pub fn close(self) {
         if let Sessions::Ours(all) = self {
             all.iter().for_each(Session::close);
         }
@@ -375,146 +371,6 @@ fn fmt_keys(keys: u64) -> String {
     }
 }
 
-/// p50 µs of one round trip (a `get_data`) on a plain client.
-async fn round_trip(hosts: &str) -> f64 {
-    let client = connect_client(hosts, SESSION_TIMEOUT).await;
-    let mut samples = Vec::new();
-    for _ in 0..CYCLES {
-        let clock = Instant::now();
-        client.get_data("/").await.expect("get");
-        samples.push(micros(clock.elapsed()));
-    }
-    median(samples)
-}
-
-/// One task, `CYCLES` acquisitions of keys never touched before: p50 µs of the
-/// acquisition alone, and server transactions per cycle (acquire and release).
-async fn first_touch(who: Who, zk: &Ensemble, hosts: &str) -> (f64, f64) {
-    let root = format!("{}/jobs", unique_root("touch"));
-    let sessions = Sessions::connect(who, hosts, 1).await;
-    let (mut lat, mut txns) = (Vec::new(), 0);
-    for key in 0..CYCLES {
-        let path = format!("{root}/k{key}");
-        let before = zxid(&zk.address(0)).await;
-        let clock = Instant::now();
-        match &sessions {
-            Sessions::Ours(s) => {
-                let guard = Mutex::new(&s[0], &path).expect("mutex").lock().await;
-                lat.push(micros(clock.elapsed()));
-                guard.expect("lock").release().await.expect("release");
-            }
-            Sessions::Zkc(c) => {
-                let lock = peer_lock(&c[0], &path).await;
-                lat.push(micros(clock.elapsed()));
-                peer_release(lock).await;
-            }
-        }
-        // The first key also makes the root: count the others.
-        if key > 0 {
-            txns += zxid(&zk.address(0)).await - before;
-        }
-    }
-    sessions.close();
-    (median(lat), txns as f64 / (CYCLES - 1) as f64)
-}
-
-/// One task on `keys` warm keys: p50 µs per cycle with a new `Mutex` per acquisition and
-/// with one kept per key, and server transactions per cycle.
-async fn warm_cycles(hosts: &str, zk: &Ensemble, keys: u64) -> (f64, f64, f64) {
-    let root = format!("{}/jobs", unique_root("warm"));
-    let session = crate::support::session(hosts, SESSION_TIMEOUT).await;
-    let kept: HashMap<u64, Mutex> = (0..keys)
-        .map(|k| {
-            (
-                k,
-                Mutex::new(&session, &format!("{root}/k{k}")).expect("mutex"),
-            )
-        })
-        .collect();
-    for mutex in kept.values() {
-        mutex
-            .lock()
-            .await
-            .expect("lock")
-            .release()
-            .await
-            .expect("release");
-    }
-    let mut order = Keys::new(0, keys);
-    let (mut fresh, mut reused) = (Vec::new(), Vec::new());
-    let before = zxid(&zk.address(0)).await;
-    for _ in 0..CYCLES {
-        let key = order.next();
-        let clock = Instant::now();
-        let mutex = Mutex::new(&session, &format!("{root}/k{key}")).expect("mutex");
-        mutex
-            .lock()
-            .await
-            .expect("lock")
-            .release()
-            .await
-            .expect("release");
-        fresh.push(micros(clock.elapsed()));
-        let clock = Instant::now();
-        kept[&key]
-            .lock()
-            .await
-            .expect("lock")
-            .release()
-            .await
-            .expect("release");
-        reused.push(micros(clock.elapsed()));
-    }
-    let txns = (zxid(&zk.address(0)).await - before) as f64 / (2 * CYCLES) as f64;
-    session.close();
-    (median(fresh), median(reused), txns)
-}
-
-/// zookeeper-client on `keys` warm keys, one task: p50 µs per cycle and server
-/// transactions per cycle.
-async fn warm_peer(hosts: &str, zk: &Ensemble, keys: u64) -> (f64, f64) {
-    let root = format!("{}/jobs", unique_root("warm-peer"));
-    let client = connect_client(hosts, SESSION_TIMEOUT).await;
-    for key in 0..keys {
-        peer_release(peer_lock(&client, &format!("{root}/k{key}")).await).await;
-    }
-    let mut order = Keys::new(0, keys);
-    let mut cycles = Vec::new();
-    let before = zxid(&zk.address(0)).await;
-    for _ in 0..CYCLES {
-        let path = format!("{root}/k{}", order.next());
-        let clock = Instant::now();
-        peer_release(peer_lock(&client, &path).await).await;
-        cycles.push(micros(clock.elapsed()));
-    }
-    let txns = (zxid(&zk.address(0)).await - before) as f64 / CYCLES as f64;
-    (median(cycles), txns)
-}
-
-/// Live heap per idle value in a map of 10,000: ours a `Mutex`, zookeeper-client's the
-/// path a user keeps to call `Client::lock` with.
-async fn idle_bytes(hosts: &str) -> (f64, f64) {
-    const N: u64 = 10_000;
-    let session = crate::support::session(hosts, SESSION_TIMEOUT).await;
-    let baseline = Baseline::take();
-    let ours: HashMap<u64, Mutex> = (0..N)
-        .map(|k| {
-            (
-                k,
-                Mutex::new(&session, &format!("/locks/jobs/k{k}")).expect("mutex"),
-            )
-        })
-        .collect();
-    let ours_bytes = baseline.growth_per(N as usize).heap_bytes;
-    drop(ours);
-    let baseline = Baseline::take();
-    let paths: HashMap<u64, String> = (0..N).map(|k| (k, format!("/locks/jobs/k{k}"))).collect();
-    let peer_bytes = baseline.growth_per(N as usize).heap_bytes;
-    drop(paths);
-    session.close();
-    (ours_bytes, peer_bytes)
-}
-
 pub async fn run(table: &mut Table, opts: &Opts, zk: &Ensemble) {
     let proxy = DelayProxy::start(&zk.address(0), ONE_WAY);
     let mut peer = Peer::curator(zk, "/perkey-peer").await;
@@ -533,75 +389,7 @@ pub async fn run(table: &mut Table, opts: &Opts, zk: &Ensemble) {
         }
     }
     peer.quit().await;
-    single_task_rows(table, zk, &proxy.address()).await;
-}
-
-/// First touch and warm cycles of one task, and the idle value's bytes.
-async fn single_task_rows(table: &mut Table, zk: &Ensemble, wire: &str) {
-    eprintln!("per-key, one task");
-    let rtt = round_trip(wire).await;
-    let (ours, ours_txns) = first_touch(Who::Ours, zk, wire).await;
-    let (peer, peer_txns) = first_touch(Who::Zkc, zk, wire).await;
-    let scenario = "per-key first touch (path missing), 1 task, 0.5 ms one way";
-    table.push(
-        Row::new(
-            scenario,
-            "round trips per acquisition (p50 / p50 of one get_data)",
-        )
-        .ours(fmt_num(ours / rtt))
-        .peer(fmt_num(peer / rtt))
-        .ratio(ours / peer)
-        .target(targets::first_touch(ours / rtt)),
-    );
-    table.push(
-        Row::new(scenario, "server transactions per cycle (zxid advance)")
-            .ours(fmt_num(ours_txns))
-            .peer(fmt_num(peer_txns))
-            .ratio(ours_txns / peer_txns)
-            .target(targets::transactions(ours_txns, peer_txns)),
-    );
-    let loopback = zk.address(0);
-    let (fresh, reused, txns) = warm_cycles(&loopback, zk, 10).await;
-    table.push(
-        Row::new(
-            "per-key, 1 task, 10 warm keys, loopback",
-            "p50 µs/cycle: a new Mutex per acquisition (peer: one kept per key)",
-        )
-        .ours(fmt_num(fresh))
-        .peer(fmt_num(reused))
-        .ratio(fresh / reused)
-        .target(targets::new_value(fresh / reused)),
-    );
-    let (peer_cycle, peer_txns) = warm_peer(&loopback, zk, 10).await;
-    table.push(
-        Row::new(
-            "per-key, 1 task, 10 warm keys, loopback",
-            "p50 µs/cycle, a new value per acquisition (peer: zookeeper-client)",
-        )
-        .ours(fmt_num(fresh))
-        .peer(fmt_num(peer_cycle))
-        .ratio(fresh / peer_cycle),
-    );
-    table.push(
-        Row::new(
-            "per-key, 1 task, 10 warm keys, loopback",
-            "server transactions per cycle (zxid advance)",
-        )
-        .ours(fmt_num(txns))
-        .peer(fmt_num(peer_txns))
-        .ratio(txns / peer_txns)
-        .target(targets::transactions(txns, peer_txns)),
-    );
-    let (ours, peer) = idle_bytes(&loopback).await;
-    table.push(
-        Row::new(
-            "per-key, 10,000 idle values in a HashMap<u64, _>",
-            "live heap bytes per entry (peer: the path String a zookeeper-client user keeps)",
-        )
-        .ours(fmt_num(ours))
-        .peer(fmt_num(peer))
-        .ratio(ours / peer),
-    );
+    crate::per_key_one::run(table, zk, &proxy.address()).await;
 }
 
 /// Clock ticks per second of `/proc/self/stat`'s times.
