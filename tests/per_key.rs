@@ -2,6 +2,7 @@
 //! `<root>/<key>` per acquisition), against a real ZooKeeper server.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
@@ -212,6 +213,77 @@ async fn a_timed_out_wait_on_one_key_leaves_nothing() {
     held.release().await.unwrap();
     free.unwrap().release().await.unwrap();
     for key in ["busy", "free"] {
+        await_empty(&admin, &format!("{root}/{key}")).await;
+    }
+}
+
+/// A burst of entries on one key has at most 16 in flight, and does not hold back an entry
+/// on another key: with the client's requests held back, 16 acquisitions on one key have
+/// sent their creates, a 17th on that key gets no turn (it gives up at its deadline), and
+/// one on another key still sends its own at once, so it holds once the requests go
+/// through.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_on_one_key_does_not_hold_back_another_key() {
+    const BURST: usize = 16;
+    let ensemble = Ensemble::shared(1).await;
+    let root = format!("{}/jobs", unique_root("per-key-burst"));
+    let admin = observer(&ensemble.connect_string()).await;
+    let proxy = ensemble.proxy(0).await;
+    let s = session(&proxy.address(), Duration::from_secs(20)).await;
+    let keyed = KeyedMutex::new(&s, &root).unwrap();
+    // The paths exist: every entry is one create and one listing.
+    for key in ["busy", "a", "b", "c", "d"] {
+        keyed.lock(key).await.unwrap().release().await.unwrap();
+    }
+    proxy.mute();
+    let mut burst: Vec<_> = (0..BURST)
+        .map(|_| {
+            let keyed = keyed.clone();
+            Box::pin(async move { keyed.lock("busy").await.unwrap().release().await.unwrap() })
+        })
+        .collect();
+    // Each polled once: it takes its turn and sends its create, then waits for the answer.
+    for entry in &mut burst {
+        std::future::poll_fn(|cx| {
+            assert!(
+                entry.as_mut().poll(cx).is_pending(),
+                "an answer came through a mute"
+            );
+            std::task::Poll::Ready(())
+        })
+        .await;
+    }
+    // One more on the same key gets no turn: it gives up at its deadline, having sent
+    // nothing (an attempt that sent its create would wait for the answer).
+    let more = keyed.try_lock_for("busy", Duration::from_millis(300));
+    let more = bounded("one more on the busy key", zk_harness::PATIENCE, more).await;
+    assert!(more.unwrap().is_none(), "a 17th entry on one key was sent");
+    // Keys share turns by a hash of their path (one in 64 shares the busy key's): of four
+    // other keys, all but about one in 16 million runs have some on other turns.
+    let others = ["a", "b", "c", "d"].map(|key| {
+        let keyed = keyed.clone();
+        tokio::spawn(async move { keyed.try_lock_for(key, Duration::from_millis(300)).await })
+    });
+    // Held back past their deadlines: only an entry that sent its create before them can
+    // still hold (an attempt under way is never cut short).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    proxy.restore();
+    let mut held = 0;
+    for other in others {
+        let other = bounded("another key", zk_harness::PATIENCE, other).await;
+        if let Some(guard) = other.unwrap().unwrap() {
+            held += 1;
+            guard.release().await.unwrap();
+        }
+    }
+    assert!(
+        held > 0,
+        "the other keys waited for the burst's turns and gave up"
+    );
+    for entry in burst {
+        bounded("the burst", zk_harness::PATIENCE, entry).await;
+    }
+    for key in ["busy", "a", "b", "c", "d"] {
         await_empty(&admin, &format!("{root}/{key}")).await;
     }
 }
