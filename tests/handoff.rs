@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use zk_harness::{
     await_count, await_empty, bounded, children, live_client, name, observer, session, session_id,
-    settle_watches, unique_root, Ensemble, PATIENCE,
+    settle_watches, unique_root, Ensemble, Fixture, PATIENCE,
 };
 use zk_recipes::Mutex;
 
@@ -95,21 +95,16 @@ async fn a_hand_off_needs_no_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_data_write_to_the_holder_neither_lets_the_next_in_nor_leaks_the_node() {
     let ensemble = Ensemble::shared(1).await;
-    let hosts = ensemble.connect_string();
-    let root = unique_root("revoke");
-    let (h, w, t) = (
-        session(&hosts, LONG_SESSION_TIMEOUT).await,
-        session(&hosts, LONG_SESSION_TIMEOUT).await,
-        session(&hosts, LONG_SESSION_TIMEOUT).await,
-    );
-    let revoker = observer(&hosts).await;
-    let holder = Mutex::new(&h, &root).unwrap().lock().await.unwrap();
+    let fx = Fixture::new(ensemble, "revoke", 3, LONG_SESSION_TIMEOUT).await;
+    let (root, revoker) = (&fx.root, &fx.observer);
+    let [h, w, t] = [&fx.sessions[0], &fx.sessions[1], &fx.sessions[2]];
+    let holder = Mutex::new(h, root).unwrap().lock().await.unwrap();
     let mut waiter = {
-        let mutex = Mutex::new(&w, &root).unwrap();
+        let mutex = Mutex::new(w, root).unwrap();
         tokio::spawn(async move { mutex.lock().await })
     };
-    await_count(&revoker, &root, 2).await;
-    ensemble.await_watcher(holder.node(), &session_id(&w)).await;
+    await_count(revoker, root, 2).await;
+    ensemble.await_watcher(holder.node(), &session_id(w)).await;
 
     let (_, _, written) = revoker.get_and_watch_data(holder.node()).await.unwrap();
     revoker
@@ -136,7 +131,7 @@ async fn a_data_write_to_the_holder_neither_lets_the_next_in_nor_leaks_the_node(
         released.is_ok(),
         "H's release after a data write: {released:?}"
     );
-    let left = children(&revoker, &root).await;
+    let left = children(revoker, root).await;
     assert!(
         !left.iter().any(|n| n == name(&h_node)),
         "H's node outlived its release: {left:?}"
@@ -147,16 +142,16 @@ async fn a_data_write_to_the_holder_neither_lets_the_next_in_nor_leaks_the_node(
         .unwrap();
     assert!(!w_guard.is_lost());
     w_guard.release().await.unwrap();
-    let third = Mutex::new(&t, &root).unwrap();
+    let third = Mutex::new(t, root).unwrap();
     let taken = third.try_lock_for(Duration::from_secs(3)).await.unwrap();
     let Some(third_guard) = taken else {
         panic!(
             "a third contender could not take the free lock within 3 s; the root holds {:?}",
-            children(&revoker, &root).await
+            children(revoker, root).await
         );
     };
     third_guard.release().await.unwrap();
-    await_empty(&revoker, &root).await;
+    fx.nothing_left().await;
 }
 
 /// Chaos on a 3-server ensemble: 6 contenders on 3 sessions, each session through a proxy

@@ -151,28 +151,23 @@ async fn suspension_is_tolerated_when_asked_while_it_is_short() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn loss_is_noticed_by_readers_and_writers() {
-    let ensemble = Ensemble::shared(1).await;
-    let root = unique_root("rw-loss");
-    let (a, b) = (
-        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
-        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
-    );
-    let outside = live_client(&b);
-    let admin = observer(&ensemble.connect_string()).await;
+    let fx = Fixture::new(Ensemble::shared(1).await, "rw-loss", 2, SESSION_TIMEOUT).await;
+    let (root, admin) = (&fx.root, &fx.observer);
+    let (a, b) = (&fx.sessions[0], &fx.sessions[1]);
 
     // A reader whose node someone deletes.
-    let reader = RwLock::new(&b, &root).unwrap().read().await.unwrap();
+    let reader = RwLock::new(b, root).unwrap().read().await.unwrap();
     admin.delete(reader.node(), None).await.unwrap();
     let loss = bounded("the reader's loss", PATIENCE, reader.lost()).await;
     assert_eq!(loss, Loss::NodeDeleted);
     assert!(matches!(reader.release().await, Err(Error::Lost { .. })));
 
     // A writer whose session expires; the reader waiting behind it gets in.
-    let writer = RwLock::new(&a, &root).unwrap().write().await.unwrap();
-    let next = RwLock::new(&b, &root).unwrap();
+    let writer = RwLock::new(a, root).unwrap().write().await.unwrap();
+    let next = RwLock::new(b, root).unwrap();
     let waiter = tokio::spawn(async move { next.read().await });
-    await_count(&outside, &root, 2).await;
-    expire_session(&ensemble.connect_string(), live_client(&a).session()).await;
+    await_count(admin, root, 2).await;
+    expire_session(&fx.hosts, live_client(a).session()).await;
     let loss = bounded("the writer's loss", PATIENCE, writer.lost()).await;
     assert!(
         matches!(loss, Loss::SessionExpired | Loss::Suspended),
@@ -190,28 +185,22 @@ async fn loss_is_noticed_by_readers_and_writers() {
     assert!(matches!(writer.release().await, Err(Error::Lost { .. })));
     assert!(!next.is_lost());
     next.release().await.unwrap();
-    await_empty(&outside, &root).await;
+    fx.nothing_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_expired_holders_lease_is_freed() {
-    let ensemble = Ensemble::shared(1).await;
-    let path = unique_root("sem-expiry");
-    let (a, b) = (
-        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
-        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
-    );
-    let outside = live_client(&b);
-    let lease = Semaphore::new(&a, &path, 1)
-        .unwrap()
-        .acquire()
+    let fx = Fixture::new(Ensemble::shared(1).await, "sem-expiry", 2, SESSION_TIMEOUT)
         .await
-        .unwrap();
-    let next = Semaphore::new(&b, &path, 1).unwrap();
+        .keeping(zk_harness::semaphore::NODES);
+    let (path, outside) = (&fx.root, &fx.observer);
+    let (a, b) = (&fx.sessions[0], &fx.sessions[1]);
+    let lease = Semaphore::new(a, path, 1).unwrap().acquire().await.unwrap();
+    let next = Semaphore::new(b, path, 1).unwrap();
     let waiter = tokio::spawn(async move { next.acquire().await });
-    await_count(&outside, &leases(&path), 2).await;
+    await_count(outside, &leases(path), 2).await;
 
-    expire_session(&ensemble.connect_string(), live_client(&a).session()).await;
+    expire_session(&fx.hosts, live_client(a).session()).await;
     let loss = bounded("the lease's loss", PATIENCE, lease.lost()).await;
     assert!(
         matches!(loss, Loss::SessionExpired | Loss::Suspended),
@@ -228,20 +217,21 @@ async fn an_expired_holders_lease_is_freed() {
     }
     assert!(!next.is_lost(), "the late release harmed the next holder");
     next.release().await.unwrap();
-    await_nothing_left(&outside, &path).await;
+    await_nothing_left(outside, path).await;
+    fx.nothing_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lease_is_lost_when_its_node_is_deleted() {
-    let ensemble = Ensemble::shared(1).await;
-    let path = unique_root("sem-deleted");
-    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
-    let lease = Semaphore::new(&s, &path, 2)
+    let fx = Fixture::new(Ensemble::shared(1).await, "sem-deleted", 1, SESSION_TIMEOUT)
+        .await
+        .keeping(zk_harness::semaphore::NODES);
+    let (path, admin) = (&fx.root, &fx.observer);
+    let lease = Semaphore::new(&fx.sessions[0], path, 2)
         .unwrap()
         .acquire()
         .await
         .unwrap();
-    let admin = observer(&ensemble.connect_string()).await;
     admin.delete(lease.node(), None).await.unwrap();
     let loss = bounded("the lease's loss", PATIENCE, lease.lost()).await;
     assert_eq!(loss, Loss::NodeDeleted);
@@ -249,7 +239,8 @@ async fn a_lease_is_lost_when_its_node_is_deleted() {
         Err(Error::Lost { .. }) => {}
         other => panic!("release of a lost lease: {other:?}"),
     }
-    await_nothing_left(&admin, &path).await;
+    await_nothing_left(admin, path).await;
+    fx.nothing_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

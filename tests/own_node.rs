@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use zk_harness::nemesis::since;
 use zk_harness::{
     await_count, await_empty, await_queue, await_watch, bounded, join_election, live_client, name,
-    observer, participant_ids, session, session_id, unique_root, Ensemble, PATIENCE,
+    observer, participant_ids, session, session_id, unique_root, Ensemble, Fixture, PATIENCE,
 };
 use zk_recipes::{
     Candidate, Error, LeaderElection, Mutex, MutexGuard, Role, Session, SessionEvent,
@@ -149,19 +149,14 @@ async fn a_waiter_whose_node_was_deleted_never_takes_the_lock() {
     const ROUNDS: usize = 5;
     const HOLD: Duration = Duration::from_millis(50);
     let ensemble = Ensemble::shared(1).await;
-    let hosts = ensemble.connect_string();
-    let root = unique_root("deleted-waiter");
-    let (h, w, x) = (
-        session(&hosts, SESSION_TIMEOUT).await,
-        session(&hosts, SESSION_TIMEOUT).await,
-        session(&hosts, SESSION_TIMEOUT).await,
-    );
-    let x_id = session_id(&x);
-    let operator = observer(&hosts).await;
+    let fx = Fixture::new(ensemble, "deleted-waiter", 3, SESSION_TIMEOUT).await;
+    let (root, operator) = (&fx.root, &fx.observer);
+    let [h, w, x] = [&fx.sessions[0], &fx.sessions[1], &fx.sessions[2]];
+    let x_id = session_id(x);
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
         let (holder, w_node, w_turn, x_turn) =
-            h_w_x(ensemble, &operator, &root, [&h, &w, &x], HOLD).await;
+            h_w_x(ensemble, operator, root, [h, w, x], HOLD).await;
 
         operator.delete(&w_node, None).await.unwrap();
         ensemble.await_watcher(holder.node(), &x_id).await;
@@ -170,8 +165,9 @@ async fn a_waiter_whose_node_was_deleted_never_takes_the_lock() {
         let x_turn = bounded("X's turn", PATIENCE, x_turn).await.unwrap();
         let w_turn = bounded("W's turn", PATIENCE, w_turn).await.unwrap();
         rounds.push((w_node, w_turn, x_turn));
-        await_empty(&operator, &root).await;
+        await_empty(operator, root).await;
     }
+    fx.nothing_left().await;
     let overlapped: Vec<String> = rounds
         .iter()
         .enumerate()
