@@ -43,25 +43,32 @@
 //! on); every async method here must be called from within a tokio runtime.
 
 mod acl;
+mod contenders;
 mod election;
 mod error;
+mod fenced;
 mod guard;
 mod keyed;
 mod lock;
 mod path;
+mod proclaim;
 mod queue;
+mod revoke;
 mod rwlock;
 mod semaphore;
 mod session;
 mod trust;
 
 pub use acl::NodeAcl;
+pub use contenders::{Access, Contender};
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
+pub use fenced::{Fenced, Written};
 pub use guard::Hold;
 pub use keyed::KeyedMutex;
 pub use lock::{DistributedLock, Mutex, MutexGuard};
 pub use path::check_path;
+pub use revoke::revoke;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
 pub use session::{CloseReason, Session, SessionBuilder, SessionEvent};

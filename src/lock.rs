@@ -89,8 +89,8 @@ pub trait DistributedLock: Send + Sync {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Mutex {
-    session: Session,
-    queue: Queue,
+    pub(crate) session: Session,
+    pub(crate) queue: Queue,
 }
 
 impl Mutex {

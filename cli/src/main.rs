@@ -25,6 +25,7 @@ mod elect;
 mod held;
 mod lock;
 mod observe;
+mod revoke;
 mod say;
 mod security;
 mod session;
@@ -95,6 +96,7 @@ async fn run(command: &Command) -> u8 {
             )
             .await
         }
+        Command::Revoke(args) => session::run(args, &mut signals).await,
         Command::Watchdog => status::USAGE,
     }
 }

@@ -9,6 +9,10 @@
 //   lock-for <ms>           InterProcessMutex.acquire(ms)          -> ok true | ok false
 //   unlock                  InterProcessMutex.release()            -> ok unlocked
 //   nodes                   the mutex's participant nodes          -> ok <node> <node> ...
+//   revocable               InterProcessMutex.makeRevocable(listener) before `lock`
+//                                                                  -> ok revocable
+//                           the listener, when called, prints      -> revocation-requested
+//   revoke <node>           Revoker.attemptRevoke(client, node)    -> ok revoked
 //   stress <n> <counter> <inside> <threads>
 //                           <threads> threads, each on its own client (session) with its own
 //                           InterProcessMutex, lock <n> times each; inside the section create
@@ -80,6 +84,7 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
@@ -145,6 +150,14 @@ public class CuratorPeer {
                     case "unlock":
                         mutex.release();
                         reply("ok unlocked");
+                        break;
+                    case "revocable":
+                        mutex.makeRevocable(forLock -> reply("revocation-requested"));
+                        reply("ok revocable");
+                        break;
+                    case "revoke":
+                        Revoker.attemptRevoke(client, w[1]);
+                        reply("ok revoked");
                         break;
                     case "nodes":
                         reply(("ok " + String.join(" ", mutex.getParticipantNodes())).trim());
