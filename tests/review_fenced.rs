@@ -316,3 +316,87 @@ async fn a_deposed_leaders_proclaim_is_refused_by_the_servers() {
     drop(candidate_a);
     await_empty(&observer, &root).await;
 }
+
+/// Someone changes the ACL of the holder's node so that it cannot be read (a write into
+/// the holder's node, not a loss: the node and the session are intact, `is_lost()` says
+/// so). A fenced write must not then say `Lost` (the hold is over); it is refused for want
+/// of permission (`NoAuth`), and the guard still releases.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_acl_change_on_the_holders_node_is_not_reported_as_a_loss() {
+    use zookeeper_client::{Acl, AuthId, Permission};
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-acl");
+    let state = state_of(&root);
+    let observer = observer(&zk.connect_string()).await;
+    let holder = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    let write_only = [Acl::new(Permission::WRITE, AuthId::anyone())];
+    observer
+        .set_acl(guard.node(), &write_only, None)
+        .await
+        .unwrap();
+
+    let refused = guard
+        .fenced()
+        .create(&state, b"x", CreateMode::Persistent)
+        .commit()
+        .await;
+    let lost = guard.is_lost();
+    let exists = observer.check_stat(guard.node()).await.unwrap().is_some();
+    let released = guard.release().await;
+    if observer.check_stat(&state).await.unwrap().is_some() {
+        observer.delete(&state, None).await.unwrap();
+    }
+    await_empty(&observer, &root).await;
+
+    assert!(exists && !lost, "the hold is intact");
+    assert!(released.is_ok(), "{released:?}");
+    assert!(
+        matches!(refused, Err(Error::NoAuth { .. })),
+        "the hold is intact (node there, not lost) yet the commit says: {refused:?}"
+    );
+}
+
+/// An ephemeral node created in a fenced transaction belongs to the holder's session.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ephemeral_created_in_a_fenced_transaction_is_the_holders_sessions() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-ephemeral");
+    let state = state_of(&root);
+    let observer = observer(&zk.connect_string()).await;
+    let holder = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    guard
+        .fenced()
+        .create(&state, b"e", CreateMode::Ephemeral)
+        .commit()
+        .await
+        .unwrap();
+    let (_, stat) = observer.get_data(&state).await.unwrap();
+    let (_, own) = observer.get_data(guard.node()).await.unwrap();
+    assert_eq!(stat.ephemeral_owner, own.ephemeral_owner);
+    guard.release().await.unwrap();
+    observer.delete(&state, None).await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+/// A proclamation too large for a node is refused before sending; the leadership and what
+/// it advertised are untouched.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oversized_proclamation_is_refused_and_changes_nothing() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-proclaim-big");
+    let observer = observer(&zk.connect_string()).await;
+    let leader = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&leader, &root, "node-a").unwrap();
+    let candidate = election.join().await.unwrap();
+    let leadership = candidate.leadership().await.unwrap();
+    leadership.proclaim(b"small").await.unwrap();
+    let big = leadership.proclaim(&vec![b'x'; 960 * 1024]).await;
+    assert!(matches!(big, Err(Error::InvalidArgument(_))), "{big:?}");
+    assert!(!leadership.is_lost());
+    let leader = election.leader().await.unwrap().expect("a leader");
+    assert_eq!(leader.proclaimed.as_deref(), Some(&b"small"[..]));
+    candidate.resign().await.unwrap();
+    await_empty(&observer, &root).await;
+}
