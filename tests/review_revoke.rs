@@ -182,3 +182,33 @@ async fn a_wait_for_a_request_rides_out_a_tolerated_disconnection() {
         Err(done) => panic!("the wait ended while the hold was intact, disconnected: {done:?}"),
     }
 }
+
+/// `Participant::id` is "the id the candidate joined with", and `__REVOKE__` is refused as
+/// an id; `contenders()` shows an asked holder with no id and `revocation_requested`. An
+/// asked leader must not be shown by `leader()` with Curator's marker as its id.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_asked_leader_is_not_shown_with_the_marker_as_its_id() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-revoke-leader-id");
+    let observer = observer(&zk.connect_string()).await;
+    let leader = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&leader, &root, "node-a").unwrap();
+    let candidate = election.join().await.unwrap();
+    let leadership = candidate.leadership().await.unwrap();
+    assert!(revoke(&observer_session(&zk).await, leadership.node())
+        .await
+        .unwrap());
+    let shown = election.leader().await.unwrap().expect("a leader");
+    let contenders = Mutex::new(&leader, &root)
+        .unwrap()
+        .contenders()
+        .await
+        .unwrap();
+    candidate.resign().await.unwrap();
+    await_empty(&observer, &root).await;
+    assert!(contenders[0].revocation_requested && contenders[0].id.is_empty());
+    assert_ne!(
+        shown.id, "__REVOKE__",
+        "leader() shows the marker as the id: {shown:?}"
+    );
+}
