@@ -108,3 +108,45 @@ async fn no_hold_of_an_expired_session_writes_once_the_same_session_value_holds_
         await_empty(&observer, &format!("{root}/{part}")).await;
     }
 }
+
+/// A leader that stepped down on a suspension keeps its node and leads again on it once
+/// reconnected: the servers' check of the node passes for both terms, so only the old
+/// leadership's own trust can refuse it. It must stay refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leadership_that_stepped_down_stays_refused_when_its_node_leads_again() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-stepped-down");
+    let state = format!("{root}.state");
+    let observer = observer(&zk.connect_string()).await;
+    let proxy = zk.proxy(0).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&s, &root, "node-a").unwrap();
+    let candidate = election.join().await.unwrap();
+    let first = candidate.leadership().await.unwrap();
+    first.proclaim(b"first").await.unwrap();
+    let early = first
+        .fenced()
+        .create(&state, b"stale", CreateMode::Persistent);
+
+    proxy.cut();
+    bounded("the leader steps down", PATIENCE, first.lost()).await;
+    proxy.restore();
+    let second = bounded("it leads again", PATIENCE, candidate.leadership())
+        .await
+        .unwrap();
+    assert_eq!(second.node(), first.node(), "the same node leads again");
+
+    let stale = early.commit().await;
+    assert!(matches!(stale, Err(Error::Lost { .. })), "{stale:?}");
+    let proclaimed = first.proclaim(b"stale").await;
+    assert!(
+        matches!(proclaimed, Err(Error::Lost { .. })),
+        "{proclaimed:?}"
+    );
+    second.proclaim(b"second").await.unwrap();
+    assert_eq!(observer.check_stat(&state).await.unwrap(), None);
+    let shown = election.leader().await.unwrap().expect("a leader");
+    assert_eq!(shown.proclaimed.as_deref(), Some(&b"second"[..]));
+    candidate.resign().await.unwrap();
+    await_empty(&observer, &root).await;
+}
