@@ -400,3 +400,47 @@ async fn an_oversized_proclamation_is_refused_and_changes_nothing() {
     candidate.resign().await.unwrap();
     await_empty(&observer, &root).await;
 }
+
+/// A stream of writes into the holder's node (hints, markers) while it commits fenced
+/// writes: no commit fails and the hold is never lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_of_writes_into_the_holders_node_never_fences_or_loses_it() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-hints");
+    let state = state_of(&root);
+    let observer = observer(&zk.connect_string()).await;
+    let holder = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    guard
+        .fenced()
+        .create(&state, b"0", CreateMode::Persistent)
+        .commit()
+        .await
+        .unwrap();
+    let node = guard.node().to_owned();
+    let hinting = async {
+        for i in 0..300u32 {
+            let hint: &[u8] = if i % 3 == 0 { b"__REVOKE__" } else { b"hint" };
+            observer.set_data(&node, hint, None).await.unwrap();
+        }
+    };
+    let writing = async {
+        for i in 0..300u32 {
+            guard
+                .fenced()
+                .set_data(&state, i.to_string().as_bytes(), None)
+                .commit()
+                .await
+                .unwrap_or_else(|err| panic!("write {i} fenced by a hint: {err}"));
+        }
+    };
+    bounded("hints and writes", PATIENCE, async {
+        tokio::join!(hinting, writing)
+    })
+    .await;
+    assert!(!guard.is_lost(), "a hint is no loss");
+    assert_eq!(data(&observer, &state).await, b"299");
+    guard.release().await.unwrap();
+    observer.delete(&state, None).await.unwrap();
+    await_empty(&observer, &root).await;
+}
