@@ -8,7 +8,7 @@ use zk_harness::{
     await_empty, bounded, observer, session, tolerant_session, unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{Error, LeaderElection, Loss, Mutex, Written};
-use zookeeper_client::{Client, CreateMode};
+use zookeeper_client::{Client, CreateMode, SessionState};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -18,6 +18,18 @@ fn state_of(root: &str) -> String {
 
 async fn data(observer: &Client, path: &str) -> Vec<u8> {
     observer.get_data(path).await.expect("read the state").0
+}
+
+/// Waits until `session`'s client is in state `want`.
+async fn await_state(session: &zk_recipes::Session, want: SessionState) {
+    let client = session.client().expect("a live session");
+    let mut states = client.state_watcher();
+    bounded(&format!("the client is {want:?}"), PATIENCE, async {
+        while states.state() != want {
+            states.changed().await;
+        }
+    })
+    .await;
 }
 
 /// The docs promise that a transaction is refused only when it does not fit the servers'
@@ -154,41 +166,21 @@ async fn a_down_connection_is_disconnected_and_a_closed_session_is_lost() {
     let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
 
     proxy.cut();
-    let mut down = None;
-    // The client notices the cut on its own; until it does, a commit is in flight.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while tokio::time::Instant::now() < deadline {
-        if holder.client().map(|c| c.state()) == Some(zookeeper_client::SessionState::Disconnected)
-        {
-            down = Some(
-                guard
-                    .fenced()
-                    .create(&state, b"down", CreateMode::Persistent)
-                    .commit()
-                    .await,
-            );
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let down = down.expect("the client saw the cut");
+    await_state(&holder, SessionState::Disconnected).await;
+    let down = guard
+        .fenced()
+        .create(&state, b"down", CreateMode::Persistent)
+        .commit()
+        .await;
     assert!(matches!(down, Err(Error::Disconnected)), "{down:?}");
     proxy.restore();
-    bounded("the holder is back", PATIENCE, async {
-        loop {
-            match guard
-                .fenced()
-                .create(&state, b"back", CreateMode::Persistent)
-                .commit()
-                .await
-            {
-                Err(Error::Disconnected) => tokio::time::sleep(Duration::from_millis(50)).await,
-                other => break other,
-            }
-        }
-    })
-    .await
-    .expect("a tolerated disconnection is no loss");
+    await_state(&holder, SessionState::SyncConnected).await;
+    guard
+        .fenced()
+        .create(&state, b"back", CreateMode::Persistent)
+        .commit()
+        .await
+        .expect("a tolerated disconnection is no loss");
 
     let late = guard.fenced();
     holder.close();
@@ -440,6 +432,50 @@ async fn a_stream_of_writes_into_the_holders_node_never_fences_or_loses_it() {
     .await;
     assert!(!guard.is_lost(), "a hint is no loss");
     assert_eq!(data(&observer, &state).await, b"299");
+    guard.release().await.unwrap();
+    observer.delete(&state, None).await.unwrap();
+    await_empty(&observer, &root).await;
+}
+
+/// A commit whose request never reached the servers (the connection broke with it in
+/// flight) says the outcome is unknown (`ConnectionLoss`), is not sent again by itself, and
+/// the tolerated hold fences again once reconnected.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_lost_in_flight_is_connection_loss_and_is_not_sent_again() {
+    const MULTI: i32 = 14;
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-in-flight");
+    let state = state_of(&root);
+    let observer = observer(&zk.connect_string()).await;
+    let proxy = zk.proxy(0).await;
+    let holder = tolerant_session(&proxy.address(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+
+    proxy.drop_requests(MULTI, 1);
+    let lost = bounded(
+        "the commit ends",
+        PATIENCE,
+        guard
+            .fenced()
+            .create(&state, b"in flight", CreateMode::Persistent)
+            .commit(),
+    )
+    .await;
+    assert!(matches!(lost, Err(Error::ConnectionLoss)), "{lost:?}");
+    assert_eq!(proxy.dropped(), 1);
+    assert_eq!(
+        observer.check_stat(&state).await.unwrap(),
+        None,
+        "not sent again"
+    );
+    await_state(&holder, SessionState::SyncConnected).await;
+    guard
+        .fenced()
+        .create(&state, b"again", CreateMode::Persistent)
+        .commit()
+        .await
+        .expect("the tolerated hold fences again");
+    assert!(!guard.is_lost());
     guard.release().await.unwrap();
     observer.delete(&state, None).await.unwrap();
     await_empty(&observer, &root).await;
