@@ -109,7 +109,7 @@ async fn only_the_marker_is_a_request_and_cancelled_waits_leave_no_watch() {
         zk.watchers(&node).await.len() <= 1,
         "one session watches its node"
     );
-    assert!(revoke(&observer_session(&zk).await, &node).await.unwrap());
+    assert!(revoke(&observer_session(zk).await, &node).await.unwrap());
     bounded(
         "the holder hears it",
         PATIENCE,
@@ -164,7 +164,7 @@ async fn a_wait_for_a_request_rides_out_a_tolerated_disconnection() {
                 })
                 .await;
                 assert!(!guard.is_lost(), "a tolerated blip is no loss");
-                revoke(&observer_session(&zk).await, guard.node()).await
+                revoke(&observer_session(zk).await, guard.node()).await
             };
             let (heard, asked) = bounded("the holder hears it", PATIENCE, async {
                 tokio::join!(&mut waiting, asked)
@@ -195,7 +195,7 @@ async fn an_asked_leader_is_not_shown_with_the_marker_as_its_id() {
     let election = LeaderElection::new(&leader, &root, "node-a").unwrap();
     let candidate = election.join().await.unwrap();
     let leadership = candidate.leadership().await.unwrap();
-    assert!(revoke(&observer_session(&zk).await, leadership.node())
+    assert!(revoke(&observer_session(zk).await, leadership.node())
         .await
         .unwrap());
     let shown = election.leader().await.unwrap().expect("a leader");
