@@ -212,3 +212,31 @@ async fn an_asked_leader_is_not_shown_with_the_marker_as_its_id() {
         "leader() shows the marker as the id: {shown:?}"
     );
 }
+
+/// A holder whose node was made unreadable to it (an operator's ACL change: the hold is
+/// intact) cannot look for a request; it must be told so with the crate's one variant for
+/// a refusal by ACL, `Error::NoAuth { path }`, not a raw client error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_on_an_unreadable_node_is_refused_as_no_auth() {
+    use zookeeper_client::{Acl, AuthId, Permission};
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-revoke-acl");
+    let observer = observer(&zk.connect_string()).await;
+    let holder = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    let write_only = [Acl::new(Permission::WRITE, AuthId::anyone())];
+    observer
+        .set_acl(guard.node(), &write_only, None)
+        .await
+        .unwrap();
+    let waited = bounded("the wait ends", PATIENCE, guard.revocation_requested()).await;
+    let lost = guard.is_lost();
+    let node = guard.node().to_owned();
+    guard.release().await.unwrap();
+    await_empty(&observer, &root).await;
+    assert!(!lost, "the hold is intact");
+    assert!(
+        matches!(&waited, Err(Error::NoAuth { path }) if *path == node),
+        "{waited:?}"
+    );
+}
