@@ -1,5 +1,6 @@
 //! Adversarial review of fenced writes under faults (issue #27): contenders on several
-//! sessions (some through proxies that are cut, long enough to expire sessions at times)
+//! sessions (some through proxies that are cut, long enough to expire sessions at times,
+//! or frozen, so that what a holder sent arrives late)
 //! append to a log only through `fenced()`, while an operator writes hints into, and
 //! deletes, holders' nodes. Whatever happens, the log stays in fencing-token order: no
 //! write of a holder lands after a write of a later holder.
@@ -61,7 +62,7 @@ async fn contender(session: Session, root: String, log: String, appended: Arc<At
                 Err(err) if expected(&err) => {}
                 Err(err) => panic!("round {round}: unexpected {err}"),
             }
-            tokio::time::sleep(Duration::from_millis(5 * (round as u64 % 3))).await;
+            tokio::time::sleep(Duration::from_millis(100 + 100 * (round as u64 % 3))).await;
         }
         let _ = guard.release().await;
     }
@@ -133,9 +134,16 @@ async fn fenced_appends_stay_in_token_order_under_cuts_expiries_hints_and_deleti
         while !tasks.iter().all(|t| t.is_finished()) {
             let proxy = &proxies[rng.below(2) as usize];
             tokio::time::sleep(Duration::from_millis(100 + rng.below(400))).await;
-            proxy.cut();
-            // Up to 1.5 session timeouts: some sessions expire, some ride it out.
-            tokio::time::sleep(Duration::from_millis(rng.below(3000))).await;
+            if rng.below(2) == 0 {
+                // Up to 1.5 session timeouts: some sessions expire, some ride it out.
+                proxy.cut();
+                tokio::time::sleep(Duration::from_millis(rng.below(3000))).await;
+            } else {
+                // Less than a session timeout: what the holder sent meanwhile arrives
+                // late, after the operator may have deleted its node and another held.
+                proxy.freeze();
+                tokio::time::sleep(Duration::from_millis(200 + rng.below(1000))).await;
+            }
             proxy.restore();
         }
     };
