@@ -105,3 +105,35 @@ async fn contenders_with_the_connection_down_are_disconnected_at_once() {
     assert!(matches!(asked, Err(Error::Disconnected)), "{asked:?}");
     proxy.restore();
 }
+
+/// Ids as large as accepted (960 KiB): contenders holding them enter, are listed with
+/// their ids, and leave.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_largest_ids_accepted_are_carried_and_listed() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-contenders-huge-id");
+    let observer = observer(&zk.connect_string()).await;
+    let s = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let id = "i".repeat(960 * 1024);
+    let mutex = Mutex::new(&s, &root).unwrap().id(&id).unwrap();
+    let holder = mutex.lock().await.unwrap();
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let mutex = mutex.clone();
+            tokio::spawn(async move { mutex.lock().await.unwrap().release().await })
+        })
+        .collect();
+    zk_harness::await_count(&observer, &root, 3).await;
+    let listed = mutex.contenders().await.unwrap();
+    assert_eq!(listed.len(), 3);
+    assert!(listed.iter().all(|c| c.id.len() == id.len()));
+    assert!(listed[0].holds && listed[0].node == holder.node());
+    holder.release().await.unwrap();
+    for waiter in waiters {
+        bounded("a waiter goes", PATIENCE, waiter)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    await_empty(&observer, &root).await;
+}
