@@ -240,3 +240,28 @@ async fn a_wait_on_an_unreadable_node_is_refused_as_no_auth() {
         "{waited:?}"
     );
 }
+
+/// A leadership is `Clone`: a clone waiting for a request hears the end of the term when
+/// another clone resigns, with `Lost`, and no watch is left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_on_a_leadership_clone_ends_when_another_clone_resigns() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("review-revoke-clone");
+    let observer = observer(&zk.connect_string()).await;
+    let leader = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&leader, &root, "node-a").unwrap();
+    let candidate = election.join().await.unwrap();
+    let leadership = candidate.leadership().await.unwrap();
+    let node = leadership.node().to_owned();
+    let waiting = tokio::spawn({
+        let clone = leadership.clone();
+        async move { clone.revocation_requested().await }
+    });
+    tokio::task::yield_now().await;
+    leadership.release().await.unwrap();
+    let heard = bounded("the wait ends", PATIENCE, waiting).await.unwrap();
+    assert!(matches!(heard, Err(Error::Lost { .. })), "{heard:?}");
+    drop(candidate);
+    await_empty(&observer, &root).await;
+    assert!(zk.watchers(&node).await.is_empty());
+}
