@@ -2,6 +2,7 @@
 //!
 //! The semantics are stated on [`Fenced`], the public face of this module.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use tracing::{info_span, Instrument};
@@ -14,9 +15,11 @@ use crate::queue::MAX_DATA;
 use crate::session::connected_now;
 use crate::trust::Trust;
 
-/// The bytes a request spends on one operation besides its path and data (its header,
-/// lengths, flags and ACLs), counted generously.
-const OP_OVERHEAD: usize = 1024;
+/// The bytes a multi spends on one operation besides its path and data, at most: its
+/// header (type, done flag, error: 9 bytes), the lengths of path and data (8), a version or
+/// create flags (4) and a create's ACL list (at most two entries of ours: under 64). The
+/// request's own header fits in what [`MAX_DATA`] leaves below the servers' limit.
+const OP_OVERHEAD: usize = 96;
 
 /// What a hold offers for writes fenced by it: the holder's node, on the holder's session.
 #[derive(Clone, Debug)]
@@ -27,6 +30,9 @@ pub(crate) struct Fence {
     client: Weak<Client>,
     node: Arc<str>,
     trust: Trust,
+    /// Latched once a request to let go was seen in the node, so that a later write of the
+    /// holder's own into it (a proclamation) cannot withdraw the request.
+    asked: Arc<AtomicBool>,
 }
 
 impl Fence {
@@ -37,6 +43,20 @@ impl Fence {
             client,
             node: node.into(),
             trust,
+            asked: Arc::default(),
+        }
+    }
+
+    /// Whether a request to let go was seen in the node.
+    pub(crate) fn asked(&self) -> bool {
+        self.asked.load(Ordering::Acquire)
+    }
+
+    /// Takes note of the node's data, read by the holder: a request to let go in it stays
+    /// heard, whatever is written into the node later.
+    pub(crate) fn note(&self, data: &[u8]) {
+        if data == crate::revoke::REVOKE {
+            self.asked.store(true, Ordering::Release);
         }
     }
 
@@ -224,6 +244,8 @@ impl Fenced {
     ///   (index, path and reason): nothing was written.
     /// * [`Error::InvalidPath`] or [`Error::InvalidArgument`] for a malformed path or a
     ///   transaction too large for the servers: nothing was sent.
+    /// * [`Error::NoAuth`] if the servers refuse to let the session read the holder's node
+    ///   (someone changed its ACL): nothing was written; the hold itself is not lost.
     /// * [`Error::Disconnected`] at once if the connection is down: nothing was sent.
     /// * [`Error::ConnectionLoss`] if the connection broke with the request in flight:
     ///   whether it was written is unknown.
@@ -285,7 +307,15 @@ impl Fenced {
         use zookeeper_client::Error as Zk;
         match committed {
             Ok(results) => Ok(results.into_iter().skip(1).map(Written::from).collect()),
-            Err(MultiWriteError::OperationFailed { index: 0, .. }) => Err(self.fence.lost()),
+            // The holder's node is gone. Any other refusal of the check (an ACL that no
+            // longer lets us read it) is no proof that the hold is over.
+            Err(MultiWriteError::OperationFailed {
+                index: 0,
+                source: Zk::NoNode,
+            }) => Err(self.fence.lost()),
+            Err(MultiWriteError::OperationFailed { index: 0, source }) => {
+                Err(Error::at(&self.fence.node, source))
+            }
             Err(MultiWriteError::OperationFailed { index, source }) => {
                 let path = self.ops.get(index - 1).map_or("", Op::path);
                 Err(Error::FencedOpFailed {
@@ -377,6 +407,8 @@ macro_rules! fence_methods {
         #[doc = ""]
         #[doc = "# Notable errors"]
         #[doc = "* [`Error::Lost`](crate::Error::Lost) if the hold ends first."]
+        #[doc = "* [`Error::NoAuth`](crate::Error::NoAuth) if the node's ACL no longer lets the"]
+        #[doc = "  session read it."]
         #[doc = ""]
         #[doc = "# Cancel safety"]
         #[doc = "Cancel safe."]

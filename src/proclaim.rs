@@ -10,11 +10,18 @@
 //! a candidate that joins again (after an expiry, or a term that ended) starts with its id
 //! alone.
 
-use tracing::info;
+use tracing::{debug, info};
 
 use crate::election::{Leadership, Participant};
 use crate::error::{Error, Result};
+use crate::fenced::Fence;
 use crate::queue::MAX_DATA;
+use crate::revoke::REVOKE;
+use crate::session::retry;
+
+/// Writes a proclamation tries while the node keeps changing between its read and its write
+/// (someone else writes into it: a request to let go, a hint).
+const ATTEMPTS: u32 = 3;
 
 /// A contender node's data as its id and, if it proclaimed, what it proclaimed.
 pub(crate) fn split(data: &[u8]) -> (&[u8], Option<&[u8]>) {
@@ -26,6 +33,8 @@ pub(crate) fn split(data: &[u8]) -> (&[u8], Option<&[u8]>) {
 
 /// The participant whose node is `node`, from its node's data.
 pub(crate) fn participant(node: String, data: &[u8]) -> Participant {
+    // A request to let go replaced what the candidate wrote: its id is not known.
+    let data = if data == REVOKE { &[][..] } else { data };
     let (id, proclaimed) = split(data);
     Participant {
         id: String::from_utf8_lossy(id).into_owned(),
@@ -45,13 +54,18 @@ impl Leadership {
     /// [`Participant::id`] is still the id (etcd's `Proclaim` replaces the value; here the
     /// id is kept, which is why ids hold no NUL). Curator's `LeaderLatch` observers see the
     /// whole data as the id. A proclamation lasts for the term: a candidate that joins again
-    /// (after an expiry, or a term that ended) starts with its id alone.
+    /// (after an expiry, or a term that ended) starts with its id alone. It writes over what
+    /// it read of the node: a request to let go found there (Curator's marker) stays heard
+    /// by [`revocation_requested`](Self::revocation_requested) after the node is rewritten.
     ///
     /// # Notable errors
     /// * [`Error::Lost`] if the leadership is over or reads as lost: nothing was
     ///   written.
     /// * [`Error::InvalidArgument`] if the id and `data` together are larger than a node
     ///   holds (960 KiB here): nothing was sent.
+    /// * [`Error::FencedOpFailed`] if others kept writing into the node between its read and
+    ///   its write, three times: nothing was written.
+    /// * [`Error::NoAuth`] if the node's ACL no longer lets the session read or write it.
     /// * [`Error::Disconnected`] or [`Error::ConnectionLoss`] as
     ///   [`Fenced::commit`](crate::Fenced::commit).
     ///
@@ -70,12 +84,47 @@ impl Leadership {
             )));
         }
         let node = self.node().to_owned();
-        self.fenced()
-            .set_data(&node, &proclaimed, None)
-            .commit()
-            .await?;
-        info!(%node, bytes = data.len(), "proclaimed");
-        Ok(())
+        let fence = self.holding.fence();
+        let mut attempt = 1;
+        loop {
+            // Read first, and write only over what was read: a request to let go written
+            // into the node meanwhile stays heard (the fence latches it), never overwritten
+            // unseen.
+            let version = self.read_own_node(&fence).await?;
+            let written = fence
+                .fenced()
+                .set_data(&node, &proclaimed, Some(version))
+                .commit()
+                .await;
+            match written {
+                Err(Error::FencedOpFailed {
+                    reason: zookeeper_client::Error::BadVersion,
+                    ..
+                }) if attempt < ATTEMPTS => {
+                    debug!(attempt, "the node changed meanwhile");
+                    attempt += 1;
+                }
+                written => {
+                    written?;
+                    info!(%node, bytes = data.len(), "proclaimed");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Reads the leader's node, notes a request to let go in it, and returns its version.
+    async fn read_own_node(&self, fence: &Fence) -> Result<i32> {
+        let client = fence.client()?;
+        match retry(&client, || client.get_data(fence.node())).await {
+            Ok((data, stat)) => {
+                fence.note(&data);
+                Ok(stat.version)
+            }
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Err(fence.lost()),
+            Err(Error::ZooKeeper(err)) => Err(Error::at(fence.node(), err)),
+            Err(err) => Err(err),
+        }
     }
 }
 

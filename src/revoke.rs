@@ -28,7 +28,9 @@ pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
 
 /// Asks the holder of `node` (the full path of a contender's node: a lock holder's, a
 /// lease's, a leader's) to let go, by writing `__REVOKE__` into it as Curator's
-/// `Revoker.attemptRevoke` does. `false` if there is no such node (nobody to ask).
+/// `Revoker.attemptRevoke` does. `false` if there is no such node, or it is no contender's
+/// (not an ephemeral node with a sequence number: a lock's own path, for example): nobody
+/// was asked and nothing was written.
 ///
 /// A holder learns of it from `revocation_requested()` on its guard, lease or leadership,
 /// which resolves once the marker is in its node (also when it was written before the
@@ -60,18 +62,42 @@ pub async fn revoke(session: &Session, node: &str) -> Result<bool> {
     let span = info_span!("zk.revoke", node);
     async {
         let client = session.connected()?;
+        let stat = retry(&client, || client.check_stat(node))
+            .await
+            .map_err(|err| at(node, err))?;
+        if !stat.is_some_and(|stat| is_contender(node, stat.ephemeral_owner)) {
+            debug!("no contender's node: nobody to ask");
+            return Ok(false);
+        }
         match retry(&client, || client.set_data(node, REVOKE, None)).await {
             Ok(_) => {
                 info!("asked the holder to let go");
                 Ok(true)
             }
             Err(Error::ZooKeeper(Zk::NoNode)) => Ok(false),
-            Err(Error::ZooKeeper(err)) => Err(Error::at(node, err)),
-            Err(err) => Err(err),
+            Err(err) => Err(at(node, err)),
         }
     }
     .instrument(span)
     .await
+}
+
+/// Whether `node` is a contender's: ephemeral (`owner` is its session), named with the
+/// ten-digit sequence number a sequential create appends (every queue recipe's nodes,
+/// Curator's and kazoo's alike). A lock's own path, a semaphore's `leases` folder or a
+/// group member is none: writing the marker there would ask nobody and overwrite data.
+fn is_contender(node: &str, owner: i64) -> bool {
+    let name = node.rsplit('/').next().unwrap_or_default();
+    let digits = name.len().saturating_sub(10);
+    owner != 0 && name.len() > 10 && name.as_bytes()[digits..].iter().all(u8::is_ascii_digit)
+}
+
+/// A client error about `node` as the crate's error for it.
+fn at(node: &str, err: Error) -> Error {
+    match err {
+        Error::ZooKeeper(err) => Error::at(node, err),
+        other => other,
+    }
 }
 
 impl Fence {
@@ -86,6 +112,10 @@ impl Fence {
         let span = info_span!("zk.revocation_requested", node = %self.node());
         async {
             loop {
+                if self.asked() {
+                    info!("asked to let go");
+                    return Ok(());
+                }
                 let client = self.client()?;
                 let read = tokio::select! {
                     read = retry(&client, || client.get_and_watch_data(self.node())) => read,
@@ -94,14 +124,14 @@ impl Fence {
                 drop(client);
                 let watcher = match read {
                     Ok((data, _, _)) if data == REVOKE => {
-                        info!("asked to let go");
-                        return Ok(());
+                        self.note(&data);
+                        continue;
                     }
                     Ok((_, _, watcher)) => watcher,
                     Err(Error::ZooKeeper(Zk::NoNode) | Error::SessionExpired | Error::Closed) => {
                         return Err(self.lost())
                     }
-                    Err(err) => return Err(err),
+                    Err(err) => return Err(at(self.node(), err)),
                 };
                 tokio::select! {
                     event = watcher.changed() => debug!(?event, "our node changed"),
