@@ -164,3 +164,7 @@ async fn bad_ids_are_refused_before_anything_is_sent() {
         "nothing was created"
     );
 }
+
+// Listing while contenders come and go, or the connection is down (tests/contenders/).
+#[path = "contenders/listing.rs"]
+mod listing;

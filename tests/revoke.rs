@@ -124,3 +124,7 @@ async fn every_reader_that_holds_is_asked_and_no_waiter() {
         .unwrap();
     await_empty(&observer, &root).await;
 }
+
+// What counts as a request, and what asking writes (tests/revoke/requests.rs).
+#[path = "revoke/requests.rs"]
+mod requests;

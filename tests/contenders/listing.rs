@@ -1,4 +1,4 @@
-//! Adversarial review of `contenders()` (issue #27): a path nobody used, contenders that
+//! `contenders()` (issue #27): a path nobody used, contenders that
 //! come and go while listed, a connection that is down.
 
 use std::time::Duration;

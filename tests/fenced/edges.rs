@@ -1,4 +1,4 @@
-//! Adversarial review of fenced writes (issue #27): what a stale or odd holder can and
+//! Fenced writes (issue #27): what a stale or odd holder can and
 //! cannot write, bad input, the error each failure gets, and ops on the holder's own node.
 
 use std::pin::pin;
@@ -8,17 +8,11 @@ use zk_harness::{
     await_empty, bounded, observer, session, tolerant_session, unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{Error, LeaderElection, Loss, Mutex, Written};
-use zookeeper_client::{Client, CreateMode, SessionState};
+use zookeeper_client::{CreateMode, SessionState};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn state_of(root: &str) -> String {
-    format!("{root}.state")
-}
-
-async fn data(observer: &Client, path: &str) -> Vec<u8> {
-    observer.get_data(path).await.expect("read the state").0
-}
+use super::{data, state_of};
 
 /// Waits until `session`'s client is in state `want`.
 async fn await_state(session: &zk_recipes::Session, want: SessionState) {

@@ -1,4 +1,4 @@
-//! Adversarial review of fenced writes by holds whose session expired (issue #27): after
+//! Fenced writes by holds whose session expired (issue #27): after
 //! the same `Session` value made a new session, and the same recipes hold again on it,
 //! every hold of the old session (and every builder made before the expiry) writes nothing.
 

@@ -1,4 +1,4 @@
-//! Adversarial review of fenced writes under faults (issue #27): contenders on several
+//! Fenced writes under faults (issue #27): contenders on several
 //! sessions (some through proxies that are cut, long enough to expire sessions at times,
 //! or frozen, so that what a holder sent arrives late)
 //! append to a log only through `fenced()`, while an operator writes hints into, and

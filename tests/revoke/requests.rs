@@ -1,4 +1,4 @@
-//! Adversarial review of revocation (issue #27): a request is heard only when made, is not
+//! Revocation (issue #27): a request is heard only when made, is not
 //! lost, survives what a holder rides out, and asking writes only into a contender's node.
 
 use std::time::Duration;
