@@ -13,7 +13,7 @@ use tracing::{Event, Level, Metadata, Subscriber};
 use zk_harness::{
     await_empty, bounded, join_election, observer, session, unique_root, Ensemble, PATIENCE,
 };
-use zk_recipes::{Loss, Mutex, Role};
+use zk_recipes::{CloseReason, Loss, Mutex, Role};
 
 /// Panics on every event at WARN level or above; ignores the rest.
 struct PanicsOnWarnings;
@@ -76,9 +76,8 @@ async fn a_panicking_subscriber_cannot_hide_a_loss() {
 }
 
 /// A guard dropped while its thread unwinds from a panic emits no warning as it leaves the
-/// queue, even when its removal fails at once (here: its session's runtime is gone, so no
-/// request can be sent): the subscriber's panic, in a destructor during unwinding, would
-/// abort the process.
+/// queue (the removal's first poll runs in that drop), here after its session's runtime is
+/// gone: the subscriber's panic, in a destructor during unwinding, would abort the process.
 #[test]
 fn a_guard_dropped_while_panicking_cannot_abort_the_process() {
     install_panicking_subscriber();
@@ -103,5 +102,37 @@ fn a_guard_dropped_while_panicking_cannot_abort_the_process() {
     }));
     assert!(unwound.is_err());
     // Its node goes with its session, which nothing keeps alive any more.
+    runtime.block_on(await_empty(&observer, &root));
+}
+
+/// A session whose runtime shuts down is closed, and its holders told, before it is logged:
+/// the subscriber's panic on that warning cannot leave the session looking alive.
+#[test]
+fn a_panicking_subscriber_cannot_hide_the_end_of_a_session() {
+    install_panicking_subscriber();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let hosts = runtime.block_on(Ensemble::shared(1)).connect_string();
+    let observer = runtime.block_on(observer(&hosts));
+    let root = unique_root("loss-first-runtime-gone");
+
+    let holders_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (holder, guard) = holders_runtime.block_on(async {
+        let holder = session(&hosts, SESSION_TIMEOUT).await;
+        let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+        (holder, guard)
+    });
+    drop(holders_runtime);
+
+    let reason = holder.close_reason();
+    assert!(
+        matches!(reason, Some(CloseReason::RuntimeGone)),
+        "{reason:?}"
+    );
+    assert!(guard.is_lost(), "a hold of a closed session is lost");
+    drop(guard);
+    drop(holder);
     runtime.block_on(await_empty(&observer, &root));
 }
