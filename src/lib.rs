@@ -11,6 +11,8 @@
 //! * [`Semaphore`]: at most N [`Lease`]s at a time, one acquirer at a time waiting on the
 //!   count behind an internal [`Mutex`].
 //! * [`LeaderElection`]: master/follower roles on the same queue.
+//! * [`Group`]: group membership (Curator's `GroupMember` layout): a member node kept
+//!   across session expiry, and live views of the members and of an election's leader.
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!
 //! Every recipe names its nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`,
@@ -44,6 +46,7 @@
 mod acl;
 mod election;
 mod error;
+mod group;
 mod guard;
 mod lock;
 mod path;
@@ -56,6 +59,7 @@ mod trust;
 pub use acl::NodeAcl;
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
+pub use group::{Group, Member, Membership, Presence};
 pub use lock::{DistributedLock, LockGuard, Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};

@@ -1,0 +1,352 @@
+//! A membership: the member's node, made and kept by a task on the session's runtime until
+//! the member leaves (see the [group docs](super) for what it promises).
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+use tracing::{debug, info, info_span, warn, Instrument};
+use zookeeper_client::{Client, CreateMode, EventType};
+
+use super::Group;
+use crate::acl::NodeAcl;
+use crate::error::outcome_unknown;
+use crate::error::{Error, Result};
+use crate::queue::{spawn_removal, Removal};
+use crate::session::{reconnected, retry, Session};
+
+/// The pause before making the node again after an attempt that failed for a reason that
+/// passes (connection, expiry); it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// How many times a create is sent while its outcome stays unknown.
+const ATTEMPTS: usize = 3;
+
+/// Whether a member's node is there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Presence {
+    /// The node was made (or seen) on the live session and not heard deleted since. While
+    /// the connection is suspended it stays `Present`: the session, and the node, may live.
+    Present,
+    /// The node went (session expired, someone deleted it) and is being made again; or the
+    /// membership ended with an error ([`Membership::leave`] returns it).
+    Absent,
+    /// While the node was away, another session made `<path>/<id>` its own. The membership
+    /// does not take it back: it ends; leave and join again when the id is free.
+    Taken,
+}
+
+/// This process's membership of a [`Group`]: keeps the node `<path>/<id>` until
+/// [`leave`](Self::leave) or drop, making it again after session expiry.
+#[derive(Debug)]
+pub struct Membership {
+    id: Arc<str>,
+    node: Arc<str>,
+    presence: watch::Receiver<Presence>,
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<oneshot::Receiver<Result<()>>>,
+}
+
+/// What the task keeps: the node, its data, and where it goes.
+#[derive(Debug)]
+struct Claim {
+    session: Session,
+    root: Arc<str>,
+    node: Arc<str>,
+    data: Vec<u8>,
+    acl: NodeAcl,
+}
+
+impl Membership {
+    /// Makes the node on the live session and starts keeping it.
+    pub(super) async fn join(
+        group: &Group,
+        node: String,
+        id: &str,
+        data: Vec<u8>,
+    ) -> Result<Membership> {
+        let claim = Claim {
+            session: group.session.clone(),
+            root: group.root.clone(),
+            node: node.into(),
+            data,
+            acl: group.acl,
+        };
+        let node = claim.node.clone();
+        let (presence_tx, presence) = watch::channel(Presence::Absent);
+        let (stop, stopped) = oneshot::channel();
+        let (joined_tx, joined) = oneshot::channel();
+        let (done_tx, done) = oneshot::channel();
+        let span = info_span!("zk.group.member", %node);
+        let session = claim.session.clone();
+        session.spawn(
+            async move {
+                let ended = keep(claim, presence_tx, joined_tx, stopped).await;
+                let _ = done_tx.send(ended);
+            }
+            .instrument(span),
+        );
+        // A dropped join drops `stop`: the task deletes what it made.
+        joined.await.unwrap_or(Err(Error::Closed))?;
+        Ok(Membership {
+            id: id.into(),
+            node,
+            presence,
+            stop: Some(stop),
+            done: Some(done),
+        })
+    }
+
+    /// The member's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Full path of the member's node.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Whether the node is there now (as far as this process knows).
+    pub fn presence(&self) -> Presence {
+        *self.presence.borrow()
+    }
+
+    /// The presence as it changes.
+    pub fn presences(&self) -> watch::Receiver<Presence> {
+        self.presence.clone()
+    }
+
+    /// Leaves the group: deletes the node and returns once it is gone (deleted, or gone
+    /// with its session). While the connection is down it waits for it, at most until the
+    /// servers would have expired the session.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the servers refused to make the node again after it went, or
+    ///   refuse the delete (the node then goes with the session).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the node is deleted in the background.
+    pub async fn leave(mut self) -> Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.done.take() {
+            Some(done) => done.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Makes the node, tells `joined`, and keeps the node until `stopped` (then deletes it).
+async fn keep(
+    claim: Claim,
+    presence: watch::Sender<Presence>,
+    joined: oneshot::Sender<Result<()>>,
+    mut stopped: oneshot::Receiver<()>,
+) -> Result<()> {
+    let first = async {
+        let client = claim.session.live().await?;
+        claim.make(&client, None).await?;
+        Ok((Arc::downgrade(&client), client.session_id().0))
+    };
+    let (mut client, mut owner) = match first.await {
+        Ok(made) => made,
+        Err(err) => {
+            let _ = joined.send(Err(err));
+            return Ok(());
+        }
+    };
+    presence.send_replace(Presence::Present);
+    info!("joined");
+    if joined.send(Ok(())).is_err() {
+        debug!("join dropped; leaving");
+        return claim.remove(client).await;
+    }
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stopped => break,
+            () = claim.session.closed() => return Ok(()),
+            () = claim.gone(&client) => {}
+        }
+        presence.send_replace(Presence::Absent);
+        warn!("the node went; making it again");
+        let remade = tokio::select! {
+            biased;
+            _ = &mut stopped => return Ok(()),
+            () = claim.session.closed() => return Ok(()),
+            remade = claim.remake(owner) => remade,
+        };
+        match remade {
+            Ok(remade) => {
+                (client, owner) = remade;
+                presence.send_replace(Presence::Present);
+                info!("made again");
+            }
+            Err(Error::IdTaken { node }) => {
+                warn!(%node, "the id was taken by another session meanwhile; not taking it back");
+                presence.send_replace(Presence::Taken);
+                let _ = stopped.await;
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    claim.remove(client).await
+}
+
+impl Claim {
+    /// Creates the node on `client` (and the group path, if missing), or finds it ours (a
+    /// create whose reply was lost). A node of `previous` (our session before expiry) is
+    /// waited for until it goes. A create whose outcome stays unknown is sent at most
+    /// [`ATTEMPTS`] times.
+    ///
+    /// # Notable errors
+    /// * [`Error::IdTaken`] if the node belongs to another session (another membership of
+    ///   this session included), or is persistent.
+    async fn make(&self, client: &Client, previous: Option<i64>) -> Result<()> {
+        let options = CreateMode::Ephemeral.with_acls(self.acl.acls());
+        let (mut made_root, mut unknown) = (false, 0);
+        loop {
+            match client.create(&self.node, &self.data, &options).await {
+                Ok(_) => return Ok(()),
+                Err(zookeeper_client::Error::NoNode) if !made_root => {
+                    made_root = true;
+                    self.make_root(client).await?;
+                }
+                Err(zookeeper_client::Error::NodeExists) => {
+                    if self.found_ours(client, previous, unknown > 0).await? {
+                        return Ok(());
+                    }
+                }
+                Err(err) if outcome_unknown(&err) && unknown + 1 < ATTEMPTS => {
+                    unknown += 1;
+                    reconnected(client).await?;
+                }
+                Err(err) => return Err(Error::at(&self.node, err)),
+            }
+        }
+    }
+
+    /// Whether the node that exists is ours: made by this session, when a create of ours
+    /// may have made it (`maybe_ours`). `false` once it is gone: a node of `previous` is
+    /// waited for.
+    ///
+    /// # Notable errors
+    /// * [`Error::IdTaken`] if it belongs to another session or another membership, or is
+    ///   persistent.
+    async fn found_ours(
+        &self,
+        client: &Client,
+        previous: Option<i64>,
+        maybe_ours: bool,
+    ) -> Result<bool> {
+        let ours = client.session_id().0;
+        let (stat, watcher) = client
+            .check_and_watch_stat(&self.node)
+            .await
+            .map_err(|err| Error::at(&self.node, err))?;
+        let owner = match stat {
+            None => return Ok(false),
+            Some(stat) => stat.ephemeral_owner,
+        };
+        if owner == ours && maybe_ours {
+            return Ok(true);
+        }
+        if owner == ours || previous != Some(owner) {
+            return Err(Error::IdTaken {
+                node: self.node.to_string(),
+            });
+        }
+        debug!(
+            owner,
+            "our expired session's node is still there; waiting for it to go"
+        );
+        watcher.changed().await;
+        Ok(false)
+    }
+
+    /// Creates the group path and its missing parents as container nodes (as Curator does).
+    async fn make_root(&self, client: &Client) -> Result<()> {
+        let options = CreateMode::Container.with_acls(self.acl.acls());
+        retry(client, || client.mkdir(&self.root, &options))
+            .await
+            .map_err(|err| match err {
+                Error::ZooKeeper(err) => Error::at(&self.root, err),
+                err => err,
+            })
+    }
+
+    /// Makes the node again on the live session, after failures that pass with back-off;
+    /// `previous` owned the node that went. The client it was made on, and its session id.
+    ///
+    /// # Notable errors
+    /// * [`Error::IdTaken`] if another session made it meanwhile.
+    /// * [`Error::NoAuth`], [`Error::Closed`]: the membership ends.
+    async fn remake(&self, previous: i64) -> Result<(Weak<Client>, i64)> {
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let client = self.session.live().await?;
+            match self.make(&client, Some(previous)).await {
+                Ok(()) => return Ok((Arc::downgrade(&client), client.session_id().0)),
+                Err(Error::ConnectionLoss | Error::SessionExpired) => {
+                    debug!(?pause, "cannot make the node yet; again after a pause");
+                    drop(client);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_PAUSE);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Resolves once the node made on `client` is gone: deleted, found someone else's, or
+    /// its session ended. Holds the client only while a request is in flight.
+    async fn gone(&self, client: &Weak<Client>) {
+        loop {
+            let Some(live) = client.upgrade() else { return };
+            let ours = live.session_id().0;
+            let watching = live.check_and_watch_stat(&self.node);
+            let (stat, watcher) = match watching.await {
+                Ok(watching) => watching,
+                Err(err) => {
+                    debug!(%err, "cannot look at the node; again once connected");
+                    if reconnected(&live).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            drop(live);
+            match stat {
+                Some(stat) if stat.ephemeral_owner == ours => {}
+                _ => return,
+            }
+            let event = watcher.changed().await;
+            match event.event_type {
+                EventType::NodeDeleted | EventType::Session => return,
+                // Written into (a hint), or anything else: look again.
+                _ => debug!(?event.event_type, "the node changed; looking again"),
+            }
+        }
+    }
+
+    /// Deletes the node made on `client`, as every recipe deletes its nodes.
+    async fn remove(&self, client: Weak<Client>) -> Result<()> {
+        let removal = Removal::Node(self.node.to_string(), false);
+        let left = spawn_removal(&self.session, client, removal).await?;
+        info!(?left, "left");
+        Ok(())
+    }
+}
