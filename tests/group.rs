@@ -1,5 +1,6 @@
 //! Group membership and the live views (members, leader) against real ZooKeeper servers.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -244,7 +245,9 @@ async fn each_view_sets_one_children_watch_and_no_data_watch() {
                 .unwrap(),
         );
     }
-    // A member watches its own node (a data watch each), nothing else.
+    // A member watches its own node (a data watch each, set once it joined), nothing else.
+    let own: BTreeMap<String, usize> = (0..5).map(|i| (format!("{root}/m{i}"), 1)).collect();
+    zk.await_watched_under(&root, &own).await;
     let baseline = zk.watch_count().await;
     assert_eq!(baseline, 5, "one exists watch per member, on its own node");
     // Three observers, each on its own session (a server counts one watch per session and

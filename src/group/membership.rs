@@ -320,11 +320,20 @@ impl Claim {
             let watching = live.check_and_watch_stat(&self.node);
             let (stat, watcher) = match watching.await {
                 Ok(watching) => watching,
-                Err(err) => {
+                Err(err) if outcome_unknown(&err) => {
                     debug!(%err, "cannot look at the node; again once connected");
                     if reconnected(&live).await.is_err() {
                         return;
                     }
+                    continue;
+                }
+                Err(
+                    zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed,
+                ) => return,
+                Err(err) => {
+                    warn!(%err, "cannot look at the node; again after a pause");
+                    drop(live);
+                    tokio::time::sleep(MAX_PAUSE).await;
                     continue;
                 }
             };

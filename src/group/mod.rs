@@ -130,6 +130,8 @@ impl Group {
     /// * [`Error::IdTaken`] if the node exists and belongs to another live session (or is
     ///   persistent); nothing is created.
     /// * [`Error::NoAuth`] if the ACL of the path denies creating the node.
+    /// * [`Error::ConnectionLoss`] if the connection broke with the create in flight, three
+    ///   times over.
     /// * [`Error::Closed`] if the session was closed.
     ///
     /// # Cancel safety
