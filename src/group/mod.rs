@@ -1,57 +1,5 @@
 //! Group membership: [`Group`], [`Membership`], [`Member`]; live views of a group's members
-//! and of an election's leader.
-//!
-//! # Semantics
-//!
-//! * **A member** is the node `<path>/<id>`: EPHEMERAL, the member's data as its payload —
-//!   Apache Curator's `GroupMember` layout (a `PersistentNode` in EPHEMERAL mode under the
-//!   membership path), so Rust and Java services see one group.
-//! * **It stays as long as the member wants it.** [`Group::join`] creates the node; the
-//!   [`Membership`] it returns keeps it: after the session expires it is made again, with the
-//!   same id and data, on the session [`Session`] renews itself into; deleted by someone, it
-//!   is made again at once. [`Membership::leave`] and dropping the membership delete it (in
-//!   the background, retried until it is gone or its session is over, as a lock's release).
-//! * **One node, one member.** A node with the id that belongs to another live session is
-//!   never taken over: [`Group::join`] fails at once with [`Error::IdTaken`], and nothing
-//!   is created. (Curator's `PersistentNode` would write into it and share it; this recipe
-//!   does not.) A node left by this membership's own previous session (the servers have
-//!   expired that session, but the server we talk to has not applied the deletion yet) is
-//!   waited for, then made again. If, while the membership was away (expired), another
-//!   session made the id its own, the membership does not steal it back: its
-//!   [`presence`](Membership::presence) turns [`Presence::Taken`].
-//! * **Views.** [`Group::watch_members`] and
-//!   [`LeaderElection::watch_leader`](crate::LeaderElection::watch_leader) are
-//!   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling: one
-//!   children watch per view on the server, and only the data of members that appeared is
-//!   read. A member's data is read once, when its node is first seen: a later change of a
-//!   foreign member's data (Curator's `setThisData`) is not followed.
-//!
-//! # How stale a view can be
-//!
-//! While connected, a view trails the servers by one notification and one listing (plus one
-//! read per new member), and it is sequentially consistent, as every ZooKeeper read: the
-//! server we talk to may trail the leader a little. A member that dies stays in every view
-//! until the servers expire its session (its session timeout after it was last heard).
-//! While the connection is **suspended**, nothing reaches the view: it keeps showing the
-//! last state it saw (watch [`Session::events`] to know), and catches up as soon as the
-//! connection is back (the servers tell about changes missed meanwhile) or, after expiry,
-//! with a listing on the new session. So a view is stale by at most the time the
-//! connection is down plus one round trip, on top of the member's own session timeout.
-//!
-//! ```no_run
-//! # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
-//! use zk_recipes::Group;
-//!
-//! let group = Group::new(&session, "/services/orders/members")?;
-//! let me = group.join("replica-1", "10.0.0.7:8080").await?;
-//! let mut members = group.watch_members().await?;
-//! while members.changed().await.is_ok() {
-//!     let ids: Vec<String> = members.borrow().iter().map(|m| m.id.clone()).collect();
-//!     println!("members: {ids:?}");
-//! }
-//! me.leave().await?;
-//! # Ok(()) }
-//! ```
+//! and of an election's leader. [`Group`]'s docs state what they promise.
 
 mod leader;
 mod membership;
@@ -61,7 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-
 use tokio::sync::watch;
 use tracing::{info_span, Instrument};
 use view::View as _;
@@ -84,8 +31,59 @@ pub struct Member {
     pub data: Vec<u8>,
 }
 
-/// A group on a path: its members are the nodes `<path>/<id>` (see the
-/// [module docs](self) for what a membership promises).
+/// A group on a path: its members are the nodes `<path>/<id>`.
+///
+/// # Semantics
+///
+/// * **A member** is the node `<path>/<id>`: EPHEMERAL, the member's data as its payload —
+///   Apache Curator's `GroupMember` layout (a `PersistentNode` in EPHEMERAL mode under the
+///   membership path), so Rust and Java services see one group.
+/// * **It stays as long as the member wants it.** [`Group::join`] creates the node; the
+///   [`Membership`] it returns keeps it: after the session expires it is made again, with the
+///   same id and data, on the session [`Session`] renews itself into; deleted by someone, it
+///   is made again at once. [`Membership::leave`] and dropping the membership delete it (in
+///   the background, retried until it is gone or its session is over, as a lock's release).
+/// * **One node, one member.** A node with the id that belongs to another live session is
+///   never taken over: [`Group::join`] fails at once with [`Error::IdTaken`], and nothing
+///   is created. (Curator's `PersistentNode` would write into it and share it; this recipe
+///   does not.) A node left by this membership's own previous session (the servers have
+///   expired that session, but the server we talk to has not applied the deletion yet) is
+///   waited for, then made again. If, while the membership was away (expired), another
+///   session made the id its own, the membership does not steal it back: its
+///   [`presence`](Membership::presence) turns [`Presence::Taken`].
+/// * **Views.** [`Group::watch_members`] and
+///   [`LeaderElection::watch_leader`](crate::LeaderElection::watch_leader) are
+///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling: one
+///   children watch per view on the server, and only the data of members that appeared is
+///   read. A member's data is read once, when its node is first seen: a later change of a
+///   foreign member's data (Curator's `setThisData`) is not followed.
+///
+/// # How stale a view can be
+///
+/// While connected, a view trails the servers by one notification and one listing (plus one
+/// read per new member), and it is sequentially consistent, as every ZooKeeper read: the
+/// server we talk to may trail the leader a little. A member that dies stays in every view
+/// until the servers expire its session (its session timeout after it was last heard).
+/// While the connection is **suspended**, nothing reaches the view: it keeps showing the
+/// last state it saw (watch [`Session::events`] to know), and catches up as soon as the
+/// connection is back (the servers tell about changes missed meanwhile) or, after expiry,
+/// with a listing on the new session. So a view is stale by at most the time the
+/// connection is down plus one round trip, on top of the member's own session timeout.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::Group;
+///
+/// let group = Group::new(&session, "/services/orders/members")?;
+/// let me = group.join("replica-1", "10.0.0.7:8080").await?;
+/// let mut members = group.watch_members().await?;
+/// while members.changed().await.is_ok() {
+///     let ids: Vec<String> = members.borrow().iter().map(|m| m.id.clone()).collect();
+///     println!("members: {ids:?}");
+/// }
+/// me.leave().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Group {
     session: Session,
@@ -167,8 +165,8 @@ impl Group {
     }
 
     /// The members as they change, by id: a receiver that starts with the members now and
-    /// is updated from one children watch (see the [module docs](self) for how stale it can
-    /// be). The view follows the session across reconnections and expiry, and stops when
+    /// is updated from one children watch (see [`Group`] for how stale it can be). The
+    /// view follows the session across reconnections and expiry, and stops when
     /// every receiver is dropped or the session is closed (then `changed()` fails).
     ///
     /// # Notable errors
