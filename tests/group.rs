@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use zk_harness::{
-    await_empty, await_watch, bounded, expire_session, live_client, observer, session, unique_root,
-    Ensemble, PATIENCE,
+    await_empty, await_events, await_watch, bounded, expire_session, live_client, observer,
+    record_events, session, unique_root, Ensemble, PATIENCE,
 };
-use zk_recipes::{Error, Group, LeaderElection, Member, Presence};
+use zk_recipes::{Error, Group, LeaderElection, Member, Presence, SessionEvent};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -307,4 +307,46 @@ async fn the_leader_view_follows_the_election() {
     assert_eq!(*leader.borrow(), observer_election.leader().await.unwrap());
     cb.resign().await.unwrap();
     await_watch("no leader", &mut leader, Option::is_none).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_suspended_view_keeps_the_last_state_and_catches_up_once_back() {
+    let zk = Ensemble::start(1).await;
+    let root = unique_root("group-suspended");
+    let hosts = zk.connect_string();
+    let proxy = zk.proxy(0).await;
+    // Long enough to outlive the cut: the same session comes back.
+    let cut = session(&proxy.address(), Duration::from_secs(20)).await;
+    let members = session(&hosts, SESSION_TIMEOUT).await;
+    let a = Group::new(&members, &root)
+        .unwrap()
+        .join("a", "")
+        .await
+        .unwrap();
+    let mut view = Group::new(&cut, &root)
+        .unwrap()
+        .watch_members()
+        .await
+        .unwrap();
+    await_watch("a", &mut view, |m| ids(m) == ["a"]).await;
+
+    let mut events = record_events(&cut);
+    proxy.cut();
+    await_events(&mut events, &[SessionEvent::Suspended], PATIENCE).await;
+    let b = Group::new(&members, &root)
+        .unwrap()
+        .join("b", "")
+        .await
+        .unwrap();
+    a.leave().await.unwrap();
+    // Nothing reaches the view while suspended: it shows the last state it saw.
+    assert_eq!(ids(&view.borrow()), ["a"]);
+    assert!(!view.has_changed().unwrap());
+
+    proxy.restore();
+    await_events(&mut events, &[SessionEvent::Reconnected], PATIENCE).await;
+    await_watch("caught up", &mut view, |m| ids(m) == ["b"]).await;
+    b.leave().await.unwrap();
+    await_watch("empty", &mut view, |m| m.is_empty()).await;
+    await_empty(&observer(&hosts).await, &root).await;
 }

@@ -126,7 +126,8 @@ impl Group {
     ///   `.`, `..`, a `/`, a character it refuses) or `data` is larger than a node holds
     ///   (960 KiB here); nothing is sent.
     /// * [`Error::IdTaken`] if the node exists and belongs to another live session (or is
-    ///   persistent); nothing is created.
+    ///   persistent); nothing is created. A process that restarts under the same id sees
+    ///   this until its previous session expires (its node goes with it).
     /// * [`Error::NoAuth`] if the ACL of the path denies creating the node.
     /// * [`Error::ConnectionLoss`] if the connection broke with the create in flight, three
     ///   times over.
