@@ -8,12 +8,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{watch, Notify};
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::guard::hold;
 use crate::path;
 use crate::queue::{Blockers, Contender, Holding, Left, NodeWatch, Queue, Turn, Wait, MAX_DATA};
 use crate::session::Session;
@@ -139,7 +139,7 @@ impl LeaderElection {
     /// [`participants`](Self::participants) and [`leader`](Self::leader).
     ///
     /// A creator-only ACL on a session without credentials makes [`join`](Self::join) fail
-    /// with [`Error::InvalidArgument`] (the servers refuse it); nothing is created.
+    /// with [`Error::InvalidAcl`] (the servers refuse it); nothing is created.
     pub fn node_acl(mut self, acl: NodeAcl) -> LeaderElection {
         self.queue = self.queue.with_acl(acl);
         self
@@ -161,9 +161,10 @@ impl LeaderElection {
     /// # Notable errors
     /// * [`Error::NoAuth`] if the ACL of the path (or a parent) denies creating nodes
     ///   (also how a wrong digest password shows); nothing is created.
-    /// * [`Error::InvalidArgument`] if the servers refuse the [`NodeAcl`] (creator-only
+    /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
     ///   without credentials).
     /// * [`Error::EphemeralParent`] if the path lies under an ephemeral node.
+    /// * [`Error::ConnectionLoss`] as [`Mutex::lock`](crate::Mutex::lock).
     /// * [`Error::Closed`] if the session was closed.
     ///
     /// # Cancel safety
@@ -191,7 +192,10 @@ impl LeaderElection {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the path cannot be read.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down: it does not wait.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   (or a new session is being made): it does not wait.
+    /// * [`Error::ConnectionLoss`] if the connection broke while it read.
+    /// * [`Error::Closed`] if the session was closed.
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -204,7 +208,10 @@ impl LeaderElection {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the path cannot be read.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down: it does not wait.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   (or a new session is being made): it does not wait.
+    /// * [`Error::ConnectionLoss`] if the connection broke while it read.
+    /// * [`Error::Closed`] if the session was closed.
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -250,7 +257,7 @@ impl LeaderElection {
                 loss = leadership.lost() => warn!(term, ?loss, "leadership lost while leading"),
             }
             match candidate.resign().await {
-                Ok(()) | Err(Error::LockLost { .. }) => {}
+                Ok(()) | Err(Error::Lost { .. }) => {}
                 Err(err) => return Err(err),
             }
             pause = match started.elapsed() > pause.max(FIRST_BACKOFF) {
@@ -289,27 +296,33 @@ impl Campaign {
 pub struct Candidate {
     campaign: watch::Receiver<Campaign>,
     roles: watch::Receiver<Role>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<()>>>,
+    exit: Exit,
 }
 
 impl Candidate {
     fn start(election: LeaderElection, contender: Contender) -> Candidate {
         let (campaign_tx, campaign) = watch::channel(Campaign::Following);
         let (roles_tx, roles) = watch::channel(Role::Follower);
-        let (stop, stopped) = oneshot::channel();
+        let (ended_tx, ended) = watch::channel(None);
+        let exit = Exit {
+            stop: Arc::new(Notify::new()),
+            ended,
+        };
         let span = info_span!("zk.election.candidate", path = %election.path(), id = %election.id);
         let report = Report {
             campaign: campaign_tx,
             roles: roles_tx,
+            exit: exit.clone(),
         };
-        let task =
-            tokio::spawn(self::campaign(election, contender, report, stopped).instrument(span));
+        let run = async move {
+            let ended = self::campaign(election, contender, report).await;
+            ended_tx.send_replace(Some(ended));
+        };
+        drop(tokio::spawn(run.instrument(span)));
         Candidate {
             campaign,
             roles,
-            stop: Some(stop),
-            task: Some(task),
+            exit,
         }
     }
 
@@ -366,63 +379,100 @@ impl Candidate {
     /// session timeouts); it never fails for a connection that is down.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if it led and its leadership was lost before the call, or its
+    /// * [`Error::Lost`] if it led and its leadership was lost before the call, or its
     ///   node was already gone (session expired, deleted).
     /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
     ///   session ends.
     ///
     /// # Cancel safety
     /// Cancel safe: the node is deleted in the background.
-    pub async fn resign(mut self) -> Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let Some(task) = self.task.take() else {
-            return Ok(());
-        };
-        task.await.unwrap_or(Err(Error::Closed))
+    pub async fn resign(self) -> Result<()> {
+        self.exit.clone().leave().await
     }
 }
 
 impl Drop for Candidate {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.exit.stop();
     }
 }
 
 /// Leadership of an election, held while the candidate's node is first and trusted.
+///
+/// [`release`](Self::release) resigns the candidate that leads (as
+/// [`Candidate::resign`]): it leaves the election.
 #[derive(Clone, Debug)]
 pub struct Leadership {
-    term: u64,
-    node: Arc<str>,
-    trust: Trust,
+    pub(crate) holding: Term,
 }
+
+hold!(Leadership, "leadership");
 
 impl Leadership {
     /// The term: the zxid that created the leader's node, greater for every later leader.
-    /// Use it as a fencing token.
+    /// Use it as a fencing token (it is [`fencing_token`](Self::fencing_token)).
     pub fn term(&self) -> u64 {
-        self.term
+        self.holding.token()
+    }
+}
+
+/// What a [`Leadership`] holds: the leader's node in one term, its trust, and the way out
+/// of the election.
+#[derive(Clone, Debug)]
+pub(crate) struct Term {
+    token: u64,
+    node: Arc<str>,
+    trust: Trust,
+    exit: Exit,
+}
+
+impl Term {
+    pub(crate) fn token(&self) -> u64 {
+        self.token
     }
 
-    /// Full path of the leader's node.
-    pub fn node(&self) -> &str {
+    pub(crate) fn node(&self) -> &str {
         &self.node
     }
 
-    /// Whether the leadership can no longer be trusted.
-    pub fn is_lost(&self) -> bool {
-        self.trust.is_lost()
+    pub(crate) fn trust(&self) -> &Trust {
+        &self.trust
     }
 
-    /// Resolves once the leadership can no longer be trusted; says why.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn lost(&self) -> Loss {
-        self.trust.lost().await
+    /// Resigns the candidate; [`Error::Lost`] if this term was lost before.
+    async fn release(self) -> Result<()> {
+        let lost = self.trust.is_lost();
+        match (self.exit.leave().await, lost) {
+            (Ok(()) | Err(Error::Lost { .. }), true) => Err(Error::Lost {
+                node: self.node.to_string(),
+            }),
+            (left, _) => left,
+        }
+    }
+}
+
+/// The way out of an election, shared by a candidate and its leaderships: stops the
+/// campaign and waits for its end (its node gone).
+#[derive(Clone, Debug)]
+struct Exit {
+    stop: Arc<Notify>,
+    ended: watch::Receiver<Option<Result<()>>>,
+}
+
+impl Exit {
+    /// Stops the campaign.
+    fn stop(&self) {
+        self.stop.notify_one();
+    }
+
+    /// Stops the campaign and returns how it ended.
+    async fn leave(mut self) -> Result<()> {
+        self.stop();
+        match self.ended.wait_for(Option::is_some).await {
+            Ok(ended) => ended.clone().unwrap_or(Err(Error::Closed)),
+            // The campaign's task ended without a word: its runtime shut down.
+            Err(_) => Err(Error::Closed),
+        }
     }
 }
 
@@ -430,6 +480,8 @@ impl Leadership {
 struct Report {
     campaign: watch::Sender<Campaign>,
     roles: watch::Sender<Role>,
+    /// Handed to every leadership.
+    exit: Exit,
 }
 
 impl Report {
@@ -459,13 +511,9 @@ enum Seat {
 }
 
 /// Follows and leads until stopped (then leaves the queue) or an error ends it.
-async fn campaign(
-    election: LeaderElection,
-    contender: Contender,
-    report: Report,
-    mut stopped: oneshot::Receiver<()>,
-) -> Result<()> {
+async fn campaign(election: LeaderElection, contender: Contender, report: Report) -> Result<()> {
     let mut seat = Seat::Queued(contender);
+    let stop = report.exit.stop.clone();
     let ended = loop {
         tokio::select! {
             stepped = step(&election, &mut seat, &report) => {
@@ -473,7 +521,7 @@ async fn campaign(
                     break Err(err);
                 }
             }
-            _ = &mut stopped => break Ok(()),
+            () = stop.notified() => break Ok(()),
         }
     };
     report.publish(Campaign::Ended(match &ended {
@@ -539,11 +587,14 @@ impl Seat {
         });
         let holding = Holding::start(contender, NodeWatch::Now, Some(step_down));
         let leadership = Leadership {
-            term: holding.token(),
-            node: holding.node().into(),
-            trust: holding.trust().clone(),
+            holding: Term {
+                token: holding.token(),
+                node: holding.node().into(),
+                trust: holding.trust().clone(),
+                exit: report.exit.clone(),
+            },
         };
-        info!(term = leadership.term, node = %leadership.node, "leading");
+        info!(term = leadership.term(), node = %leadership.node(), "leading");
         report.publish(Campaign::Leading(leadership));
         *self = Seat::Leading(holding);
     }
@@ -573,7 +624,7 @@ impl Seat {
                 info!(%node, "resigned");
                 Ok(())
             }
-            Left::AlreadyGone => Err(Error::LockLost { node }),
+            Left::AlreadyGone => Err(Error::Lost { node }),
         }
     }
 }

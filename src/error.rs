@@ -2,12 +2,14 @@
 //!
 //! Each variant says what the caller can do about it: fix the input
 //! ([`Error::InvalidPath`], [`Error::InvalidArgument`], [`Error::InvalidConnectString`]),
-//! fix the credentials or the TLS settings ([`Error::AuthFailed`], [`Error::Tls`]), fix the
-//! ensemble's or the participants' configuration ([`Error::NoAuth`],
-//! [`Error::EphemeralParent`], [`Error::MaxLeasesConflict`]),
-//! try again later ([`Error::Unreachable`], [`Error::ConnectionLoss`],
-//! [`Error::SessionExpired`]), or stop ([`Error::Closed`], [`Error::LockLost`]). Each
-//! variant has one meaning; none is used inside the crate to steer its own retries.
+//! fix the credentials or the TLS settings ([`Error::AuthFailed`], [`Error::Tls`],
+//! [`Error::InvalidAcl`]), fix the ensemble's or the participants' configuration
+//! ([`Error::NoAuth`], [`Error::EphemeralParent`], [`Error::MaxLeasesConflict`]),
+//! try again later ([`Error::Unreachable`], [`Error::Disconnected`], [`Error::Renewing`]:
+//! nothing was sent; [`Error::ConnectionLoss`], [`Error::SessionExpired`]: what was sent
+//! may have taken effect, and was cleaned up), or stop ([`Error::Closed`],
+//! [`Error::Lost`]). Each variant has one meaning; none is used inside the crate to steer
+//! its own retries.
 
 /// Errors returned by zk-recipes.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -22,8 +24,9 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// An argument other than a path is unusable (for example an empty participant id);
-    /// nothing was sent to ZooKeeper.
+    /// An argument other than a path is unusable (for example an empty participant id, a
+    /// semaphore of zero leases, an unreadable TLS certificate); nothing was sent to
+    /// ZooKeeper. Fix the argument.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
@@ -77,6 +80,19 @@ pub enum Error {
         path: String,
     },
 
+    /// The servers refused the ACL of a node this crate creates: a creator-only
+    /// [`NodeAcl`](crate::NodeAcl) needs a session with an identity
+    /// ([`SessionBuilder::digest_auth`](crate::SessionBuilder::digest_auth)). Nothing was
+    /// created; give the session credentials or choose another ACL.
+    #[error(
+        "ZooKeeper refused the node ACL for {path:?}: a creator-only ACL needs an \
+         authenticated session (SessionBuilder::digest_auth)"
+    )]
+    InvalidAcl {
+        /// The node whose create was refused.
+        path: String,
+    },
+
     /// The recipe's root path lies under an ephemeral node, which cannot have children.
     #[error("{path:?} lies under an ephemeral node, which cannot have children")]
     EphemeralParent {
@@ -84,25 +100,40 @@ pub enum Error {
         path: String,
     },
 
-    /// The connection is down, or broke while the operation was in flight (then whether it
-    /// took effect is unknown). The session may still be alive: retry. Operations that
-    /// never wait ([`Mutex::try_lock`](crate::Mutex::try_lock), observers) return it at once
-    /// instead of waiting for the connection. Releases never return it: they wait for the
-    /// connection, at most until the session would have expired.
+    /// The connection is down (the session may still be alive): nothing was sent.
+    /// Operations that never wait ([`Mutex::try_lock`](crate::Mutex::try_lock), observers)
+    /// return it at once instead of waiting for the connection. Retry once
+    /// [`Session::events`](crate::Session::events) says it is back.
+    #[error("not connected to ZooKeeper; nothing was sent")]
+    Disconnected,
+
+    /// The connection broke while a request was in flight, and stayed broken through the
+    /// retries: whether the request took effect is unknown. A recipe cleans up after
+    /// itself (a node that may have been made is deleted in the background), so retrying
+    /// is safe. Releases never return it: they wait for the connection, at most until the
+    /// session would have expired.
     #[error("connection to ZooKeeper lost; the outcome of the operation is unknown")]
     ConnectionLoss,
 
-    /// The ZooKeeper session the operation ran on expired. [`Session`](crate::Session) is
-    /// making a new one; retry.
+    /// The ZooKeeper session the operation ran on expired, and what it held went with it.
+    /// [`Session`](crate::Session) makes a new one; retry.
     #[error("ZooKeeper session expired")]
     SessionExpired,
 
-    /// A release found the lock (or leadership) already lost: the session had expired or
-    /// was suspended, or the node had been deleted. Nothing of anyone else's was touched;
-    /// the node, if it was still there, was deleted all the same.
-    #[error("lock on {node:?} was already lost")]
-    LockLost {
-        /// The node that held the lock.
+    /// There is no ZooKeeper session at the moment: the last one expired and
+    /// [`Session`](crate::Session) is making a new one; nothing was sent. Only operations
+    /// that never wait return it; retry once
+    /// [`Session::events`](crate::Session::events) says it is connected.
+    #[error("a new ZooKeeper session is being made; nothing was sent")]
+    Renewing,
+
+    /// What was held (a lock, a lease or a leadership) was already lost when it was given
+    /// up: the session had expired or was suspended, or the node had been deleted. What was
+    /// done under it may have overlapped with another holder. Nothing of anyone else's was
+    /// touched; the node, if it was still there, was deleted all the same.
+    #[error("{node:?} was already lost")]
+    Lost {
+        /// The node that held.
         node: String,
     },
 
@@ -140,16 +171,12 @@ pub enum Error {
 }
 
 impl Error {
-    /// Maps a client error, naming `path` where the error is about a node. The servers
-    /// answer `InvalidAcl` to a creator-only ACL from a session without identity.
+    /// Maps a client error, naming `path` where the error is about a node.
     pub(crate) fn at(path: &str, err: zookeeper_client::Error) -> Error {
         use zookeeper_client::Error as Zk;
         match err {
             Zk::NoAuth => Error::NoAuth { path: path.into() },
-            Zk::InvalidAcl => Error::InvalidArgument(format!(
-                "ZooKeeper refused the node ACL for {path:?}: a creator-only ACL needs an \
-                 authenticated session (SessionBuilder::digest_auth)"
-            )),
+            Zk::InvalidAcl => Error::InvalidAcl { path: path.into() },
             Zk::NoChildrenForEphemerals => Error::EphemeralParent { path: path.into() },
             other => Error::from(other),
         }

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tracing::{info, info_span};
+use tracing::info_span;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::guard::{boxed, hold, Hold};
 use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::Session;
-use crate::trust::Loss;
 
 /// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and
 /// swap [`Mutex`] for another lock (the write side of an [`RwLock`](crate::RwLock)) or an
@@ -25,29 +25,12 @@ use crate::trust::Loss;
 #[async_trait]
 pub trait DistributedLock: Send + Sync {
     /// Waits as long as it takes to hold the lock; see [`Mutex::lock`].
-    async fn lock(&self) -> Result<Box<dyn LockGuard>>;
+    async fn lock(&self) -> Result<Box<dyn Hold>>;
     /// Takes the lock if nobody holds it or waits for it; never waits on a holder; see
     /// [`Mutex::try_lock`].
-    async fn try_lock(&self) -> Result<Option<Box<dyn LockGuard>>>;
+    async fn try_lock(&self) -> Result<Option<Box<dyn Hold>>>;
     /// Waits at most `timeout` to hold the lock; see [`Mutex::try_lock_for`].
-    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn LockGuard>>>;
-}
-
-/// A held [`DistributedLock`]; releases on drop.
-///
-/// # Cancel safety
-/// `lost` is cancel safe; a dropped `release` finishes in the background.
-#[async_trait]
-pub trait LockGuard: Send + Sync + std::fmt::Debug {
-    /// A number that grows with every new holder of the lock.
-    fn fencing_token(&self) -> u64;
-    /// Whether the lock can no longer be trusted.
-    fn is_lost(&self) -> bool;
-    /// Resolves once the lock can no longer be trusted; see [`MutexGuard::lost`].
-    async fn lost(&self) -> Loss;
-    /// Releases the lock and waits for the release to be confirmed; see
-    /// [`MutexGuard::release`].
-    async fn release(self: Box<Self>) -> Result<()>;
+    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn Hold>>>;
 }
 
 /// A distributed mutex: at most one holder across every process, session and task that
@@ -126,7 +109,7 @@ impl Mutex {
     /// [`node_acl`](crate::SessionBuilder::node_acl).
     ///
     /// A creator-only ACL on a session without credentials makes acquisitions fail with
-    /// [`Error::InvalidArgument`] (the servers refuse it); nothing is created.
+    /// [`Error::InvalidAcl`] (the servers refuse it); nothing is created.
     pub fn node_acl(self, acl: NodeAcl) -> Mutex {
         Mutex {
             queue: self.queue.with_acl(acl),
@@ -144,9 +127,11 @@ impl Mutex {
     /// # Notable errors
     /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes
     ///   (also how a wrong digest password shows); nothing is created.
-    /// * [`Error::InvalidArgument`] if the servers refuse the [`NodeAcl`] (creator-only
+    /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
     ///   without credentials).
     /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.
+    /// * [`Error::ConnectionLoss`] if the connection broke under one request three times in
+    ///   a row (the servers drop a request they refuse to read); nothing is left behind.
     /// * [`Error::Closed`] if the session was closed (also while waiting).
     ///
     /// # Cancel safety
@@ -165,9 +150,11 @@ impl Mutex {
     ///
     /// # Notable errors
     /// As [`lock`](Self::lock), and at once:
-    /// * [`Error::ConnectionLoss`] if the connection is down, or broke while trying (a node
-    ///   that may have been made is deleted in the background);
-    /// * [`Error::SessionExpired`] while a new session is being made.
+    /// * [`Error::Disconnected`] if the connection is down (nothing was sent);
+    /// * [`Error::ConnectionLoss`] if it broke while trying (a node that may have been made
+    ///   is deleted in the background);
+    /// * [`Error::Renewing`] while a new session is being made (nothing was sent);
+    /// * [`Error::SessionExpired`] if the session expired while trying.
     ///
     /// # Cancel safety
     /// Cancel safe, as [`lock`](Self::lock).
@@ -203,7 +190,7 @@ impl Mutex {
         );
         let holding = self.queue.hold(&self.session, wait, span).await?;
         Ok(holding.map(|holding| MutexGuard {
-            holding: Arc::new(holding),
+            holding: Shared(Arc::new(holding)),
         }))
     }
 }
@@ -212,122 +199,59 @@ impl Mutex {
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct MutexGuard {
-    holding: Arc<Holding>,
+    holding: Shared,
 }
 
+hold!(MutexGuard, "lock");
+
 impl MutexGuard {
-    /// The fencing token: the zxid that created the holder's node. It is strictly greater
-    /// for every later holder of this lock path, so a resource that remembers the largest
-    /// token it has accepted can refuse a holder that lost the lock without knowing.
-    pub fn fencing_token(&self) -> u64 {
-        self.holding.token()
-    }
-
-    /// Full path of the znode that holds the lock.
-    pub fn node(&self) -> &str {
-        self.holding.node()
-    }
-
     /// Another guard on the lock this one holds (re-entrancy): the lock is released when the
-    /// last of them is released or dropped. No request is sent.
+    /// last of them is released or dropped; releasing one that is not the last only gives up
+    /// its share (and returns [`Error::Lost`] if the lock was lost). No request is sent.
     pub fn reenter(&self) -> MutexGuard {
         MutexGuard {
             holding: self.holding.clone(),
         }
     }
+}
 
-    /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)). Deletion of the
-    /// node by someone else is noticed from 10 ms after acquisition on (at once once
-    /// `lost()` has been awaited); expiry, suspension and closing from the start; a session
-    /// the servers have not confirmed in time ([`Loss::Lapsed`]) at the first look, read
-    /// from the clock, even right after the process wakes from a pause.
-    pub fn is_lost(&self) -> bool {
-        self.holding.trust().is_lost()
+/// A holding shared by re-entrant guards: the node goes with the last of them.
+#[derive(Clone, Debug)]
+struct Shared(Arc<Holding>);
+
+impl std::ops::Deref for Shared {
+    type Target = Holding;
+
+    fn deref(&self) -> &Holding {
+        &self.0
     }
+}
 
-    /// Resolves once the lock can no longer be trusted: the session expired or was closed,
-    /// the connection was suspended, the node was deleted, or the servers have not confirmed
-    /// the session for a session timeout ([`Loss::Lapsed`]: they may have expired it); says
-    /// which.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn lost(&self) -> Loss {
-        self.holding.trust().lost().await
-    }
-
-    /// Releases the lock and returns once its node is gone: deleted, or gone with its
-    /// session. While the connection is down it waits for it to come back, at most until
-    /// the servers would have expired the session (1.5 session timeouts); it never fails
-    /// for a connection that is down. A guard made by [`reenter`](Self::reenter) (or the one
-    /// it was made from) only gives up its share; the node goes with the last guard.
-    ///
-    /// # Notable errors
-    /// * [`Error::LockLost`] if the lock was lost before the release (what was done under
-    ///   it may have overlapped with another holder), also for a share that is not the
-    ///   last. The node, if it is still there, is deleted all the same; if the session is
-    ///   gone this returns at once.
-    /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
-    ///   session ends.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: an unfinished release goes on in the background until the node is gone
-    /// or its session is.
-    pub async fn release(self) -> Result<()> {
-        let holding = match Arc::try_unwrap(self.holding) {
-            Ok(holding) => holding,
-            Err(shared) if shared.trust().is_lost() => {
-                return Err(Error::LockLost {
-                    node: shared.node().to_owned(),
-                })
-            }
-            Err(_) => return Ok(()),
-        };
-        // Boxed: a caller that awaits `lock()` then `release()` in one future reserves room
-        // for the larger of the two, for as long as it waits for the lock.
-        let released = Box::pin(holding.release()).await;
-        if released.is_ok() {
-            info!("released");
+impl Shared {
+    /// Releases the holding if this is the last share; else gives up this share, with
+    /// [`Error::Lost`] if the holding was lost.
+    async fn release(self) -> Result<()> {
+        match Arc::try_unwrap(self.0) {
+            Ok(holding) => holding.release().await,
+            Err(shared) if shared.trust().is_lost() => Err(Error::Lost {
+                node: shared.node().to_owned(),
+            }),
+            Err(_) => Ok(()),
         }
-        released
     }
-}
-
-#[async_trait]
-impl LockGuard for MutexGuard {
-    fn fencing_token(&self) -> u64 {
-        MutexGuard::fencing_token(self)
-    }
-
-    fn is_lost(&self) -> bool {
-        MutexGuard::is_lost(self)
-    }
-
-    async fn lost(&self) -> Loss {
-        MutexGuard::lost(self).await
-    }
-
-    async fn release(self: Box<Self>) -> Result<()> {
-        MutexGuard::release(*self).await
-    }
-}
-
-/// A guard as a trait object.
-pub(crate) fn boxed(guard: impl LockGuard + 'static) -> Box<dyn LockGuard> {
-    Box::new(guard)
 }
 
 #[async_trait]
 impl DistributedLock for Mutex {
-    async fn lock(&self) -> Result<Box<dyn LockGuard>> {
+    async fn lock(&self) -> Result<Box<dyn Hold>> {
         Ok(Box::new(Mutex::lock(self).await?))
     }
 
-    async fn try_lock(&self) -> Result<Option<Box<dyn LockGuard>>> {
+    async fn try_lock(&self) -> Result<Option<Box<dyn Hold>>> {
         Ok(Mutex::try_lock(self).await?.map(boxed))
     }
 
-    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn LockGuard>>> {
+    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn Hold>>> {
         Ok(Mutex::try_lock_for(self, timeout).await?.map(boxed))
     }
 }

@@ -10,11 +10,10 @@ use tracing::{field, info_span};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::guard::guard_methods;
-use crate::lock::{boxed, DistributedLock, LockGuard};
+use crate::guard::{boxed, hold, Hold};
+use crate::lock::DistributedLock;
 use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::Session;
-use crate::trust::Loss;
 
 /// What names a reader of ours (and Curator's): `_c_<uuid>-__READ__<seq>`.
 const READER: &str = "__READ__";
@@ -129,16 +128,17 @@ impl RwLock {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes.
-    /// * [`Error::InvalidArgument`] if the servers refuse the [`NodeAcl`] (creator-only
+    /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
     ///   without credentials).
     /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.
+    /// * [`Error::ConnectionLoss`] as [`Mutex::lock`](crate::Mutex::lock).
     /// * [`Error::Closed`] if the session was closed (also while waiting).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future deletes the waiter's node in the background, even
     /// if the reply to its create was lost.
     pub async fn read(&self) -> Result<RwLockReadGuard> {
-        self.acquire(Wait::Forever).await?.ok_or(Error::Closed)
+        self.acquire_read(Wait::Forever).await?.ok_or(Error::Closed)
     }
 
     /// Takes the read lock if no writer holds it or waits for it; never waits, neither on a
@@ -146,13 +146,14 @@ impl RwLock {
     /// writer is ahead.
     ///
     /// # Notable errors
-    /// As [`read`](Self::read), and at once [`Error::ConnectionLoss`] if the connection is
-    /// down or broke while trying, [`Error::SessionExpired`] while a new session is made.
+    /// As [`read`](Self::read), and at once those of
+    /// [`Mutex::try_lock`](crate::Mutex::try_lock): [`Error::Disconnected`],
+    /// [`Error::ConnectionLoss`], [`Error::Renewing`], [`Error::SessionExpired`].
     ///
     /// # Cancel safety
     /// Cancel safe, as [`read`](Self::read).
     pub async fn try_read(&self) -> Result<Option<RwLockReadGuard>> {
-        self.acquire(Wait::Never).await
+        self.acquire_read(Wait::Never).await
     }
 
     /// Waits at most `timeout` to hold the read lock; `None` if it did not, with the node
@@ -164,7 +165,7 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel safe, as [`read`](Self::read).
     pub async fn try_read_for(&self, timeout: Duration) -> Result<Option<RwLockReadGuard>> {
-        self.acquire(Wait::at_most(timeout)).await
+        self.acquire_read(Wait::at_most(timeout)).await
     }
 
     /// Waits as long as it takes to hold the lock for writing: until first in the queue.
@@ -175,7 +176,9 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel safe, as [`read`](Self::read).
     pub async fn write(&self) -> Result<RwLockWriteGuard> {
-        self.acquire(Wait::Forever).await?.ok_or(Error::Closed)
+        self.acquire_write(Wait::Forever)
+            .await?
+            .ok_or(Error::Closed)
     }
 
     /// Takes the write lock if nobody holds the lock or waits for it; never waits. One
@@ -187,7 +190,7 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel safe, as [`read`](Self::read).
     pub async fn try_write(&self) -> Result<Option<RwLockWriteGuard>> {
-        self.acquire(Wait::Never).await
+        self.acquire_write(Wait::Never).await
     }
 
     /// Waits at most `timeout` to hold the write lock; `None` if it did not, with the node
@@ -199,13 +202,17 @@ impl RwLock {
     /// # Cancel safety
     /// Cancel safe, as [`read`](Self::read).
     pub async fn try_write_for(&self, timeout: Duration) -> Result<Option<RwLockWriteGuard>> {
-        self.acquire(Wait::at_most(timeout)).await
+        self.acquire_write(Wait::at_most(timeout)).await
     }
 
-    /// Waits, within `wait`, to hold the lock for writing if `WRITE`, else for reading.
-    async fn acquire<const WRITE: bool>(&self, wait: Wait) -> Result<Option<RwLockGuard<WRITE>>> {
-        let side = if WRITE { "write" } else { "read" };
-        let queue = if WRITE { &self.writers } else { &self.readers };
+    /// Waits, within `wait`, to hold the lock on `side` of it (`queue`), as `guard`.
+    async fn acquire<G>(
+        &self,
+        queue: &Queue,
+        side: &'static str,
+        wait: Wait,
+        guard: fn(Holding) -> G,
+    ) -> Result<Option<G>> {
         let span = info_span!(
             "zk.rwlock.acquire",
             path = %self.path(),
@@ -214,60 +221,55 @@ impl RwLock {
             node = field::Empty
         );
         let holding = queue.hold(&self.session, wait, span).await?;
-        Ok(holding.map(|holding| RwLockGuard { holding }))
+        Ok(holding.map(guard))
+    }
+
+    /// Waits, within `wait`, to hold the lock for reading.
+    async fn acquire_read(&self, wait: Wait) -> Result<Option<RwLockReadGuard>> {
+        let guard = |holding| RwLockReadGuard { holding };
+        self.acquire(&self.readers, "read", wait, guard).await
+    }
+
+    /// Waits, within `wait`, to hold the lock for writing.
+    async fn acquire_write(&self, wait: Wait) -> Result<Option<RwLockWriteGuard>> {
+        let guard = |holding| RwLockWriteGuard { holding };
+        self.acquire(&self.writers, "write", wait, guard).await
     }
 }
 
-/// Proof of holding an [`RwLock`] for reading.
-pub type RwLockReadGuard = RwLockGuard<false>;
-
-/// Proof of holding an [`RwLock`] for writing.
-pub type RwLockWriteGuard = RwLockGuard<true>;
-
-/// Proof of holding an [`RwLock`], for writing if `WRITE`, else for reading; releases the
-/// lock when dropped (in the background). Tokens grow in queue order: a writer's is greater
-/// than that of every holder, reader or writer, before it.
+/// Proof of holding an [`RwLock`] for reading; releases the lock when dropped (in the
+/// background). Tokens grow in queue order.
 #[derive(Debug)]
 #[must_use = "the lock is released when the guard is dropped"]
-pub struct RwLockGuard<const WRITE: bool> {
+pub struct RwLockReadGuard {
     holding: Holding,
 }
 
-impl<const WRITE: bool> RwLockGuard<WRITE> {
-    guard_methods!("lock");
+hold!(RwLockReadGuard, "lock");
+
+/// Proof of holding an [`RwLock`] for writing; releases the lock when dropped (in the
+/// background). Tokens grow in queue order: a writer's is greater than that of every
+/// holder, reader or writer, before it.
+#[derive(Debug)]
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct RwLockWriteGuard {
+    holding: Holding,
 }
 
-#[async_trait]
-impl LockGuard for RwLockWriteGuard {
-    fn fencing_token(&self) -> u64 {
-        RwLockWriteGuard::fencing_token(self)
-    }
-
-    fn is_lost(&self) -> bool {
-        RwLockWriteGuard::is_lost(self)
-    }
-
-    async fn lost(&self) -> Loss {
-        RwLockWriteGuard::lost(self).await
-    }
-
-    async fn release(self: Box<Self>) -> Result<()> {
-        RwLockWriteGuard::release(*self).await
-    }
-}
+hold!(RwLockWriteGuard, "lock");
 
 /// The write side: `lock()` is [`write`](RwLock::write).
 #[async_trait]
 impl DistributedLock for RwLock {
-    async fn lock(&self) -> Result<Box<dyn LockGuard>> {
+    async fn lock(&self) -> Result<Box<dyn Hold>> {
         Ok(Box::new(self.write().await?))
     }
 
-    async fn try_lock(&self) -> Result<Option<Box<dyn LockGuard>>> {
+    async fn try_lock(&self) -> Result<Option<Box<dyn Hold>>> {
         Ok(self.try_write().await?.map(boxed))
     }
 
-    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn LockGuard>>> {
+    async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn Hold>>> {
         Ok(self.try_write_for(timeout).await?.map(boxed))
     }
 }

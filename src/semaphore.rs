@@ -12,7 +12,7 @@ use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::guard::guard_methods;
+use crate::guard::hold;
 use crate::lock::Mutex;
 use crate::path;
 use crate::queue::{Blockers, Holding, Queue, Wait};
@@ -139,9 +139,10 @@ impl Semaphore {
     /// # Notable errors
     /// * [`Error::MaxLeasesConflict`] if leases are held under another maximum.
     /// * [`Error::NoAuth`] if the ACL of the path (or a parent) denies creating nodes.
-    /// * [`Error::InvalidArgument`] if the servers refuse the [`NodeAcl`] (creator-only
+    /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
     ///   without credentials).
     /// * [`Error::EphemeralParent`] if the path lies under an ephemeral node.
+    /// * [`Error::ConnectionLoss`] as [`Mutex::lock`](crate::Mutex::lock).
     /// * [`Error::Closed`] if the session was closed (also while waiting).
     ///
     /// # Cancel safety
@@ -157,9 +158,9 @@ impl Semaphore {
     /// neither on holders nor on the connection. `None`, with its nodes deleted, if not.
     ///
     /// # Notable errors
-    /// As [`acquire`](Self::acquire), and at once [`Error::ConnectionLoss`] if the
-    /// connection is down or broke while trying, [`Error::SessionExpired`] while a new
-    /// session is made.
+    /// As [`acquire`](Self::acquire), and at once those of
+    /// [`Mutex::try_lock`](crate::Mutex::try_lock): [`Error::Disconnected`],
+    /// [`Error::ConnectionLoss`], [`Error::Renewing`], [`Error::SessionExpired`].
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
@@ -313,9 +314,7 @@ pub struct Lease {
     holding: Holding,
 }
 
-impl Lease {
-    guard_methods!("lease");
-}
+hold!(Lease, "lease");
 
 #[cfg(test)]
 mod tests {

@@ -121,7 +121,7 @@ fn spawn_contender(
                     section.trusted,
                     "{who}: release of a lock lost at exit succeeded: {section:?}"
                 ),
-                Err(Error::LockLost { .. }) => tally.untrusted += 1,
+                Err(Error::Lost { .. }) => tally.untrusted += 1,
                 Err(err) => tally.release_errors.push(err.to_string()),
             }
             if *stop.borrow() {
@@ -302,7 +302,7 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
     )
     .await;
     match guard.release().await {
-        Err(Error::LockLost { .. }) => {}
+        Err(Error::Lost { .. }) => {}
         other => panic!("late release after expiry: {other:?}"),
     }
     let resumed = history.entries();
@@ -399,7 +399,7 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
 
     // The late release fails and deletes nothing of the other holder's.
     match bounded("late release", PATIENCE, guard.release()).await {
-        Err(Error::LockLost { node }) => assert_eq!(node, held.node),
+        Err(Error::Lost { node }) => assert_eq!(node, held.node),
         other => panic!("late release after expiry: {other:?}"),
     }
     let other_node = other_guard.node().to_owned();
@@ -800,7 +800,7 @@ async fn election_keeps_one_leader_through_faults() {
     for candidate in candidates {
         let candidate = Arc::try_unwrap(candidate).expect("monitors are done");
         match candidate.resign().await {
-            Ok(()) | Err(Error::LockLost { .. }) => {}
+            Ok(()) | Err(Error::Lost { .. }) => {}
             Err(err) => panic!("resign: {err}"),
         }
     }

@@ -502,7 +502,7 @@ async fn lost_when_the_node_is_deleted() {
     assert_eq!(loss, Loss::NodeDeleted);
     assert!(guard.is_lost());
     match guard.release().await {
-        Err(Error::LockLost { .. }) => {}
+        Err(Error::Lost { .. }) => {}
         other => panic!("release of a lost lock: {other:?}"),
     }
     await_empty(&admin, &root).await;
@@ -534,7 +534,7 @@ async fn lost_on_session_expiry_and_the_next_waiter_acquires() {
         .unwrap();
     assert!(token > guard.fencing_token());
     match guard.release().await {
-        Err(Error::LockLost { .. }) => {}
+        Err(Error::Lost { .. }) => {}
         other => panic!("release after expiry: {other:?}"),
     }
     assert!(
@@ -656,7 +656,7 @@ async fn suspension_is_loss_by_default() {
         *e == SessionEvent::Reconnected
     })
     .await;
-    assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
+    assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
     await_empty(&admin, &root).await;
 }
 
@@ -696,7 +696,7 @@ async fn suspension_is_tolerated_when_asked_while_it_is_short() {
         *e == SessionEvent::Reconnected
     })
     .await;
-    assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
+    assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
     await_empty(&admin, &root).await;
 }
 

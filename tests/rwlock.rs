@@ -346,10 +346,7 @@ async fn loss_is_noticed_by_readers_and_writers() {
     admin.delete(reader.node(), None).await.unwrap();
     let loss = bounded("the reader's loss", PATIENCE, reader.lost()).await;
     assert_eq!(loss, Loss::NodeDeleted);
-    assert!(matches!(
-        reader.release().await,
-        Err(Error::LockLost { .. })
-    ));
+    assert!(matches!(reader.release().await, Err(Error::Lost { .. })));
 
     // A writer whose session expires; the reader waiting behind it gets in.
     let writer = RwLock::new(&a, &root).unwrap().write().await.unwrap();
@@ -371,10 +368,7 @@ async fn loss_is_noticed_by_readers_and_writers() {
     .unwrap()
     .unwrap();
     assert!(next.fencing_token() > writer.fencing_token());
-    assert!(matches!(
-        writer.release().await,
-        Err(Error::LockLost { .. })
-    ));
+    assert!(matches!(writer.release().await, Err(Error::Lost { .. })));
     assert!(!next.is_lost());
     next.release().await.unwrap();
     await_empty(&outside, &root).await;

@@ -715,7 +715,7 @@ async fn closing_the_session_stops_what_runs_on_it() {
 // ----- 8. no server reachable -----
 
 /// Finding 8. With no server reachable, `try_lock()` and `participants()` fail with
-/// `ConnectionLoss` within a second; a tolerant session's `release()` while cut off for
+/// `Disconnected` (nothing was sent) within a second; a tolerant session's `release()` while cut off for
 /// good waits, at most until the session would have expired, and returns `Ok` with the
 /// node gone with its session (never `ConnectionLoss`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -737,18 +737,18 @@ async fn nothing_waits_while_no_server_is_reachable() {
     let tried = tokio::time::timeout(MEASURE, mutex.try_lock()).await;
     let took = started.elapsed();
     assert!(
-        matches!(tried, Ok(Err(Error::ConnectionLoss))) && took <= PROMPT,
+        matches!(tried, Ok(Err(Error::Disconnected))) && took <= PROMPT,
         "try_lock() with no server: {:?} after {took:?}; \
-         required Err(ConnectionLoss) within {PROMPT:?}",
+         required Err(Disconnected) within {PROMPT:?}",
         tried.map(|tried| tried.map(|taken| taken.map(|guard| guard.node().to_owned())))
     );
     let started = Instant::now();
     let listed = tokio::time::timeout(MEASURE, election.participants()).await;
     let took = started.elapsed();
     assert!(
-        matches!(listed, Ok(Err(Error::ConnectionLoss))) && took <= PROMPT,
+        matches!(listed, Ok(Err(Error::Disconnected))) && took <= PROMPT,
         "participants() with no server: {listed:?} after {took:?}; \
-         required Err(ConnectionLoss) within {PROMPT:?}"
+         required Err(Disconnected) within {PROMPT:?}"
     );
 
     // A session that tolerates suspension, cut off for less than its timeout.
@@ -824,7 +824,7 @@ async fn cut_with_waiters(name_: &str, n: usize) -> CutWithWaiters {
 
 /// Sixteen `lock()`s started while the connection is down take every entry turn of the
 /// session, and their creates wait in the client for the connection. `try_lock()` must
-/// still answer at once with `ConnectionLoss`, not wait for a turn.
+/// still answer at once with `Disconnected`, not wait for a turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn try_lock_never_waits_behind_entries_while_disconnected() {
     let cut = cut_with_waiters("behind-entries", 16).await;
@@ -832,9 +832,9 @@ async fn try_lock_never_waits_behind_entries_while_disconnected() {
     let tried = tokio::time::timeout(MEASURE, cut.mutex.try_lock()).await;
     let took = started.elapsed();
     assert!(
-        matches!(tried, Ok(Err(Error::ConnectionLoss))) && took <= PROMPT,
+        matches!(tried, Ok(Err(Error::Disconnected))) && took <= PROMPT,
         "try_lock() behind 16 entries on a cut connection: {:?} after {took:?}; \
-         required Err(ConnectionLoss) within {PROMPT:?}",
+         required Err(Disconnected) within {PROMPT:?}",
         tried.map(|tried| tried.map(|taken| taken.map(|guard| guard.node().to_owned())))
     );
     cut.session.close();

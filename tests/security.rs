@@ -197,7 +197,7 @@ async fn a_new_session_after_expiry_authenticates_again() {
         "{loss:?}"
     );
     match guard.release().await {
-        Err(Error::LockLost { .. }) => {}
+        Err(Error::Lost { .. }) => {}
         other => panic!("releasing a lock lost with its session: {other:?}"),
     }
     // Only an authenticated session can create under the creator-only root.
@@ -287,7 +287,7 @@ async fn creator_only_without_credentials_is_an_invalid_argument() {
     for acl in [NodeAcl::CreatorOnly, NodeAcl::CreatorAllWorldRead] {
         let mutex = Mutex::new(&anonymous, &root).unwrap().node_acl(acl);
         match mutex.try_lock().await {
-            Err(Error::InvalidArgument(reason)) => assert!(reason.contains(&root), "{reason}"),
+            Err(Error::InvalidAcl { path }) => assert!(path.contains(&root), "{path}"),
             other => panic!("{acl:?} without identity: {other:?}"),
         }
     }

@@ -230,7 +230,7 @@ async fn an_expired_holders_lease_is_freed() {
         .unwrap();
     assert!(next.fencing_token() > lease.fencing_token());
     match lease.release().await {
-        Err(Error::LockLost { .. }) => {}
+        Err(Error::Lost { .. }) => {}
         other => panic!("release after expiry: {other:?}"),
     }
     assert!(!next.is_lost(), "the late release harmed the next holder");
@@ -253,7 +253,7 @@ async fn lost_when_the_lease_node_is_deleted() {
     let loss = bounded("the lease's loss", PATIENCE, lease.lost()).await;
     assert_eq!(loss, Loss::NodeDeleted);
     match lease.release().await {
-        Err(Error::LockLost { .. }) => {}
+        Err(Error::Lost { .. }) => {}
         other => panic!("release of a lost lease: {other:?}"),
     }
     await_nothing_left(&admin, &path).await;

@@ -107,7 +107,7 @@ async fn lead(candidate: &Candidate, args: &Elect, signals: &mut Signals) -> Con
 /// Leaves the election, waiting until the node is gone.
 async fn resign(candidate: Candidate) {
     match candidate.resign().await {
-        Ok(()) | Err(Error::LockLost { .. } | Error::Closed) => {}
+        Ok(()) | Err(Error::Lost { .. } | Error::Closed) => {}
         Err(err) => warn!(%err, "resignation not confirmed; the node goes with the session"),
     }
 }

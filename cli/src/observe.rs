@@ -60,7 +60,7 @@ impl Queues {
         if !contenders.is_empty() || !semaphore(children) {
             return Ok(Seen::Queue(contenders));
         }
-        let client = session.client().ok_or(Error::SessionExpired)?;
+        let client = session.client().ok_or(Error::Renewing)?;
         let max = match client.get_data(self.leases.path()).await {
             Ok((data, _)) => String::from_utf8_lossy(&data)
                 .strip_prefix(MAX_RECORD)
@@ -142,7 +142,12 @@ async fn follow(session: &Session, queues: &Queues, json: bool) -> Result<()> {
         };
         let (watcher, parts, seen) = match looked.await {
             Ok(looked) => looked,
-            Err(Error::ConnectionLoss | Error::SessionExpired) => {
+            Err(
+                Error::Disconnected
+                | Error::ConnectionLoss
+                | Error::SessionExpired
+                | Error::Renewing,
+            ) => {
                 next_event(&mut events).await?;
                 continue;
             }
@@ -176,7 +181,7 @@ async fn changed(
 
 /// PATH's children (none if it does not exist).
 async fn list(session: &Session, path: &str) -> Result<Vec<String>> {
-    let client = session.client().ok_or(Error::SessionExpired)?;
+    let client = session.client().ok_or(Error::Renewing)?;
     match client.list_children(path).await {
         Ok(children) => Ok(children),
         Err(zookeeper_client::Error::NoNode) => Ok(Vec::new()),
@@ -198,7 +203,7 @@ fn refused(path: &str, err: zookeeper_client::Error) -> Error {
 async fn watch_path(session: &Session, path: &str) -> Result<(OneshotWatcher, Vec<String>)> {
     let span = info_span!("zk.observe.watch", path);
     async {
-        let client = session.client().ok_or(Error::SessionExpired)?;
+        let client = session.client().ok_or(Error::Renewing)?;
         loop {
             match client.list_and_watch_children(path).await {
                 Ok((children, watcher)) => return Ok((watcher, children)),

@@ -30,8 +30,12 @@ const READABLE_BY_OTHERS: u32 = 0o044;
 pub fn apply(security: &Security, mut builder: SessionBuilder) -> Result<SessionBuilder, String> {
     if let Some(path) = &security.auth_file {
         let text = read_secret("--auth-file", path)?;
-        let (user, password) = zk_recipes::parse_credentials(&text)
-            .map_err(|err| format!("--auth-file {}: {err}", path.display()))?;
+        let (user, password) = credentials(&text).map_err(|what| {
+            format!(
+                "--auth-file {}: credentials must be one line user:password ({what})",
+                path.display()
+            )
+        })?;
         builder = match security.sasl {
             true => builder.sasl_digest_md5(user, password),
             false => builder.digest_auth(user, password),
@@ -45,6 +49,28 @@ pub fn apply(security: &Security, mut builder: SessionBuilder) -> Result<Session
             builder.tls_identity_pem(read("--tls-cert", cert)?, read_secret("--tls-key", key)?);
     }
     Ok(builder)
+}
+
+/// Splits the text of an auth file into a user name and a password: one line
+/// `user:password` (split at the first `':'`, as ZooKeeper's `addauth digest` does), with
+/// or without a final line ending.
+///
+/// # Errors
+/// What is wrong, never showing the password: no `':'`, an empty user name or password,
+/// more than one line.
+fn credentials(text: &str) -> Result<(&str, &str), &'static str> {
+    let line = text
+        .strip_suffix('\n')
+        .map_or(text, |line| line.strip_suffix('\r').unwrap_or(line));
+    if line.contains(['\n', '\r']) {
+        return Err("more than one line");
+    }
+    match line.split_once(':') {
+        None => Err("no ':'"),
+        Some(("", _)) => Err("empty user name"),
+        Some((_, "")) => Err("empty password"),
+        Some(parts) => Ok(parts),
+    }
 }
 
 /// Refuses a creator ACL without an identity to be its creator.
@@ -92,4 +118,29 @@ fn read_secret(option: &str, path: &Path) -> Result<String, String> {
         }
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::credentials;
+
+    #[test]
+    fn credentials_are_one_line_user_colon_password() {
+        for text in ["svc:pw", "svc:pw\n", "svc:pw\r\n"] {
+            assert_eq!(credentials(text), Ok(("svc", "pw")), "{text:?}");
+        }
+        assert_eq!(credentials("svc:a:b"), Ok(("svc", "a:b")));
+        for text in [
+            "",
+            "\n",
+            "svc",
+            ":pw",
+            "svc:",
+            "svc:s3cret\n\n",
+            "svc:s3cret\nmore",
+            "a\rb:s3cret",
+        ] {
+            assert!(credentials(text).is_err(), "{text:?}");
+        }
+    }
 }

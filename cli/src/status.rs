@@ -89,6 +89,7 @@ fn hint(err: &Error) -> Option<&'static str> {
     match err {
         Error::AuthFailed { .. } => Some("check the user and password of --auth-file"),
         Error::Tls { .. } => Some("check --tls-ca, --tls-cert and --tls-key, and the port"),
+        Error::InvalidAcl { .. } => Some("a creator-only --node-acl needs --auth-file"),
         Error::NoAuth { .. } | Error::ZooKeeper(zookeeper_client::Error::NoAuth) => {
             Some("check --auth-file (a wrong digest password shows this way) and the path's ACL")
         }
@@ -101,6 +102,7 @@ pub fn of_error(err: &Error) -> u8 {
     match err {
         Error::InvalidPath { .. }
         | Error::InvalidArgument(_)
+        | Error::InvalidAcl { .. }
         | Error::InvalidConnectString { .. }
         | Error::EphemeralParent { .. }
         | Error::MaxLeasesConflict { .. } => USAGE,

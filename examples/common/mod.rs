@@ -10,7 +10,7 @@
 
 use std::error::Error;
 
-use zk_recipes::{parse_credentials, NodeAcl, Session, SessionBuilder};
+use zk_recipes::{NodeAcl, Session, SessionBuilder};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -24,8 +24,10 @@ pub fn hosts() -> String {
 pub fn builder() -> Result<SessionBuilder, BoxError> {
     let mut builder = Session::builder();
     if let Some(auth) = file("ZK_AUTH_FILE")? {
-        let (user, password) =
-            parse_credentials(&auth).map_err(|err| format!("ZK_AUTH_FILE: {err}"))?;
+        let (user, password) = auth
+            .trim_end()
+            .split_once(':')
+            .ok_or("ZK_AUTH_FILE: the file must hold one line user:password")?;
         builder = builder
             .digest_auth(user, password)
             .node_acl(NodeAcl::CreatorOnly);

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zk_recipes::{Candidate, Leadership, Lease, MutexGuard, RwLockGuard, Session};
+use zk_recipes::{
+    Candidate, Leadership, Lease, MutexGuard, RwLockReadGuard, RwLockWriteGuard, Session,
+};
 use zookeeper_client::Client;
 
 use crate::history::{History, Section};
@@ -158,50 +160,27 @@ pub trait Held: Send + Sync + 'static {
     fn release(self) -> impl Future<Output = zk_recipes::Result<()>> + Send;
 }
 
-impl Held for MutexGuard {
-    fn token(&self) -> u64 {
-        self.fencing_token()
-    }
-    fn node(&self) -> &str {
-        MutexGuard::node(self)
-    }
-    fn is_lost(&self) -> bool {
-        MutexGuard::is_lost(self)
-    }
-    fn release(self) -> impl Future<Output = zk_recipes::Result<()>> + Send {
-        MutexGuard::release(self)
-    }
+/// Every guard is held alike.
+macro_rules! held {
+    ($($guard:ty),*) => {$(
+        impl Held for $guard {
+            fn token(&self) -> u64 {
+                self.fencing_token()
+            }
+            fn node(&self) -> &str {
+                <$guard>::node(self)
+            }
+            fn is_lost(&self) -> bool {
+                <$guard>::is_lost(self)
+            }
+            fn release(self) -> impl Future<Output = zk_recipes::Result<()>> + Send {
+                <$guard>::release(self)
+            }
+        }
+    )*};
 }
 
-impl<const WRITE: bool> Held for RwLockGuard<WRITE> {
-    fn token(&self) -> u64 {
-        self.fencing_token()
-    }
-    fn node(&self) -> &str {
-        RwLockGuard::node(self)
-    }
-    fn is_lost(&self) -> bool {
-        RwLockGuard::is_lost(self)
-    }
-    fn release(self) -> impl Future<Output = zk_recipes::Result<()>> + Send {
-        RwLockGuard::release(self)
-    }
-}
-
-impl Held for Lease {
-    fn token(&self) -> u64 {
-        self.fencing_token()
-    }
-    fn node(&self) -> &str {
-        Lease::node(self)
-    }
-    fn is_lost(&self) -> bool {
-        Lease::is_lost(self)
-    }
-    fn release(self) -> impl Future<Output = zk_recipes::Result<()>> + Send {
-        Lease::release(self)
-    }
-}
+held!(MutexGuard, RwLockReadGuard, RwLockWriteGuard, Lease);
 
 /// A leadership, with the candidate that resigns it.
 pub struct Leading(pub Candidate, pub Leadership);

@@ -27,12 +27,13 @@ impl Queue {
     ///
     /// A session that expires meanwhile is waited out: the contender enters on the new one.
     /// With [`Wait::Never`] nothing waits for a connection or a new session: it fails with
-    /// [`Error::ConnectionLoss`] (or [`Error::SessionExpired`]) at once instead.
+    /// [`Error::Disconnected`] or [`Error::Renewing`] at once instead (and with
+    /// [`Error::ConnectionLoss`] or [`Error::SessionExpired`] if they break while it tries).
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the root's ACL (or a parent's) denies creating nodes; nothing
     ///   was created.
-    /// * [`Error::InvalidArgument`] if the servers refuse the queue's ACL (a creator-only
+    /// * [`Error::InvalidAcl`] if the servers refuse the queue's ACL (a creator-only
     ///   ACL on a session without identity).
     /// * [`Error::EphemeralParent`] if the root lies under an ephemeral node.
     /// * [`Error::Closed`] if the session was closed.
@@ -96,7 +97,8 @@ impl Queue {
     /// sent on a cut connection keep their turns until it is back).
     ///
     /// # Notable errors
-    /// * [`Error::ConnectionLoss`] if the connection is down, or goes down meanwhile.
+    /// * [`Error::Disconnected`] if the connection is down, or goes down meanwhile.
+    /// * [`Error::Renewing`] while a new session is being made.
     async fn turn_now<'s>(
         &self,
         session: &'s Session,
@@ -104,7 +106,7 @@ impl Queue {
         let client = session.connected()?;
         tokio::select! {
             turn = session.entry_turn() => Ok((turn?, client)),
-            () = disconnected(&client) => Err(Error::ConnectionLoss),
+            () = disconnected(&client) => Err(Error::Disconnected),
         }
     }
 

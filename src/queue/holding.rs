@@ -5,7 +5,7 @@ use std::sync::Weak;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tracing::{debug, info_span, warn, Instrument};
+use tracing::{debug, info, info_span, warn, Instrument};
 use zookeeper_client::{Client, EventType, OneshotWatcher};
 
 use super::handoff::Armed;
@@ -130,7 +130,7 @@ impl Holding {
     /// until the session would have expired.
     ///
     /// # Notable errors
-    /// * [`Error::LockLost`] if it could no longer be trusted before the release, or its
+    /// * [`Error::Lost`] if it could no longer be trusted before the release, or its
     ///   node was gone already: what was done under it may have overlapped with another
     ///   holder. The node, if still there, is deleted all the same.
     /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
@@ -144,7 +144,7 @@ impl Holding {
         let Some(contender) = self.contender.take() else {
             return Ok(());
         };
-        let lost_error = Error::LockLost {
+        let lost_error = Error::Lost {
             node: contender.node().to_owned(),
         };
         if matches!(lost, Some(Loss::SessionExpired | Loss::Closed)) {
@@ -152,7 +152,10 @@ impl Holding {
             return Err(lost_error);
         }
         match (contender.leave().await?, lost) {
-            (Left::Deleted | Left::WithSession, None) => Ok(()),
+            (Left::Deleted | Left::WithSession, None) => {
+                info!("released");
+                Ok(())
+            }
             (Left::AlreadyGone, _) | (_, Some(_)) => Err(lost_error),
         }
     }

@@ -299,7 +299,9 @@ impl Queue {
     /// The contenders under the root, first first, as `(name, data)`; for observers.
     ///
     /// # Notable errors
-    /// * [`Error::ConnectionLoss`] at once if the connection is down: it does not wait.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   (or a new session is being made): it does not wait.
+    /// * [`Error::ConnectionLoss`] if the connection broke while it read.
     /// * [`Error::NoAuth`] if the root cannot be read.
     ///
     /// # Cancel safety

@@ -72,12 +72,12 @@ pub(crate) async fn disconnected(client: &Client) {
 /// `Ok` if `client` is connected now; never waits.
 ///
 /// # Notable errors
-/// * [`Error::ConnectionLoss`] if the client is reconnecting (or connected read-only).
+/// * [`Error::Disconnected`] if the client is reconnecting (or connected read-only).
 /// * [`Error::SessionExpired`] or [`Error::Closed`] if its session ended.
 pub(crate) fn connected_now(client: &Client) -> Result<()> {
     match client.state() {
         SessionState::SyncConnected => Ok(()),
-        SessionState::Disconnected | SessionState::ConnectedReadOnly => Err(Error::ConnectionLoss),
+        SessionState::Disconnected | SessionState::ConnectedReadOnly => Err(Error::Disconnected),
         ended => Err(terminal(ended)),
     }
 }

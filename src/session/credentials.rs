@@ -133,35 +133,6 @@ impl Credentials {
     }
 }
 
-/// Splits the text of a credentials file into a user name and a password: one line
-/// `user:password` (split at the first `':'`, as ZooKeeper's `addauth digest` does), with
-/// or without a final line ending. Hand the parts to
-/// [`SessionBuilder::digest_auth`](crate::SessionBuilder::digest_auth) (or, feature `sasl`,
-/// `sasl_digest_md5`).
-///
-/// # Errors
-/// [`Error::InvalidArgument`] if there is no `':'`, the user name or the password is empty,
-/// or there is more than one line. The message never shows the password.
-pub fn parse_credentials(text: &str) -> Result<(&str, &str)> {
-    let line = text
-        .strip_suffix('\n')
-        .map_or(text, |line| line.strip_suffix('\r').unwrap_or(line));
-    let malformed = |what: &str| {
-        Err(Error::InvalidArgument(format!(
-            "credentials must be one line user:password ({what})"
-        )))
-    };
-    if line.contains(['\n', '\r']) {
-        return malformed("more than one line");
-    }
-    match line.split_once(':') {
-        None => malformed("no ':'"),
-        Some(("", _)) => malformed("empty user name"),
-        Some((_, "")) => malformed("empty password"),
-        Some(parts) => Ok(parts),
-    }
-}
-
 fn check_user(scheme: &str, user: &str) -> Result<()> {
     if user.is_empty() {
         return Err(Error::InvalidArgument(format!(
@@ -191,33 +162,6 @@ mod tests {
         let shown = format!("{:?}", digest("orders-svc"));
         assert!(shown.contains("orders-svc"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
-    }
-
-    #[test]
-    fn credentials_are_one_line_user_colon_password() {
-        for text in ["svc:pw", "svc:pw\n", "svc:pw\r\n"] {
-            assert_eq!(
-                parse_credentials(text).ok(),
-                Some(("svc", "pw")),
-                "{text:?}"
-            );
-        }
-        assert_eq!(parse_credentials("svc:a:b").ok(), Some(("svc", "a:b")));
-        for text in [
-            "",
-            "\n",
-            "svc",
-            ":pw",
-            "svc:",
-            "svc:s3cret\n\n",
-            "svc:s3cret\nmore",
-            "a\rb:s3cret",
-        ] {
-            match parse_credentials(text) {
-                Err(Error::InvalidArgument(message)) => assert!(!message.contains("s3cret")),
-                other => panic!("{text:?}: {other:?}"),
-            }
-        }
     }
 
     #[test]

@@ -26,7 +26,6 @@ pub use builder::SessionBuilder;
 pub(crate) use connection::{
     connected_now, connection_lost, disconnected, reconnected, retry, terminal,
 };
-pub use credentials::parse_credentials;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
@@ -359,13 +358,13 @@ impl Session {
     /// The client of the live session if it is connected now; never waits.
     ///
     /// # Notable errors
-    /// * [`Error::ConnectionLoss`] if the connection is down (the session may be alive).
-    /// * [`Error::SessionExpired`] while a new session is being made.
+    /// * [`Error::Disconnected`] if the connection is down (the session may be alive).
+    /// * [`Error::Renewing`] while a new session is being made.
     /// * [`Error::Closed`] after [`close`](Self::close).
     pub(crate) fn connected(&self) -> Result<Arc<Client>> {
         match &*self.inner.current.borrow() {
             Current::Live(client) => connected_now(client).map(|()| client.clone()),
-            Current::Renewing => Err(Error::SessionExpired),
+            Current::Renewing => Err(Error::Renewing),
             Current::Closed => Err(Error::Closed),
         }
     }
