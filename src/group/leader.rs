@@ -23,7 +23,8 @@ impl LeaderElection {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the path cannot be read.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down now.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   now.
     ///
     /// # Cancel safety
     /// Cancel safe.

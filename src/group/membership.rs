@@ -300,7 +300,12 @@ impl Claim {
             let client = self.session.live().await?;
             match self.make(&client, Some(previous)).await {
                 Ok(()) => return Ok((Arc::downgrade(&client), client.session_id().0)),
-                Err(Error::ConnectionLoss | Error::SessionExpired) => {
+                Err(
+                    Error::ConnectionLoss
+                    | Error::Disconnected
+                    | Error::Renewing
+                    | Error::SessionExpired,
+                ) => {
                     debug!(?pause, "cannot make the node yet; again after a pause");
                     drop(client);
                     tokio::time::sleep(pause).await;

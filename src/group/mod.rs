@@ -149,7 +149,8 @@ impl Group {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the path cannot be read.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down: it does not wait.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down:
+    ///   it does not wait.
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -172,7 +173,8 @@ impl Group {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the path cannot be read.
-    /// * [`Error::ConnectionLoss`] at once if the connection is down now.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   now.
     ///
     /// # Cancel safety
     /// Cancel safe.

@@ -43,7 +43,7 @@ pub(crate) trait View: Send + 'static {
 /// `span`) while a receiver is left.
 ///
 /// # Notable errors
-/// * [`Error::ConnectionLoss`] at once if the connection is down.
+/// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down.
 /// * [`Error::NoAuth`] if `root` cannot be read.
 pub(crate) async fn start<V: View>(
     session: &Session,
