@@ -40,6 +40,10 @@ pub enum Presence {
 
 /// This process's membership of a [`Group`]: keeps the node `<path>/<id>` until
 /// [`leave`](Self::leave) or drop, making it again after session expiry.
+///
+/// Dropping it deletes the node in the background: to join again under the same id on the
+/// same session, [`leave`](Self::leave) first (a join that comes before the delete finds
+/// the id taken).
 #[derive(Debug)]
 pub struct Membership {
     id: Arc<str>,
