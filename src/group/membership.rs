@@ -188,7 +188,8 @@ async fn keep(
         warn!("the node went; making it again");
         let remade = tokio::select! {
             biased;
-            _ = &mut stopped => return Ok(()),
+            // The create may have been sent: remove what it made.
+            _ = &mut stopped => return claim.remove_if_made().await,
             () = claim.session.closed() => return Ok(()),
             remade = claim.remake(owner) => remade,
         };
@@ -357,6 +358,27 @@ impl Claim {
                 // Written into (a hint), or anything else: look again.
                 _ => debug!(?event.event_type, "the node changed; looking again"),
             }
+        }
+    }
+
+    /// Deletes the node if the live session made it (a create cut short by a leave).
+    async fn remove_if_made(&self) -> Result<()> {
+        let Ok(client) = self.session.connected() else {
+            // Not connected: a create cut short may have made it; look once back.
+            let Some(client) = self.session.client() else {
+                return Ok(());
+            };
+            if reconnected(&client).await.is_err() {
+                return Ok(());
+            }
+            return Box::pin(self.remove_if_made()).await;
+        };
+        let stat = retry(&client, || client.check_stat(&self.node)).await?;
+        match stat {
+            Some(stat) if stat.ephemeral_owner == client.session_id().0 => {
+                self.remove(Arc::downgrade(&client)).await
+            }
+            _ => Ok(()),
         }
     }
 
