@@ -350,3 +350,32 @@ async fn a_suspended_view_keeps_the_last_state_and_catches_up_once_back() {
     await_watch("empty", &mut view, |m| m.is_empty()).await;
     await_empty(&observer(&hosts).await, &root).await;
 }
+
+#[tokio::test]
+async fn a_join_dropped_after_its_create_leaves_no_node() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-dropped");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let zk_client = observer(&hosts).await;
+    let node = format!("{root}/x");
+    let (none, made) = zk_client.check_and_watch_stat(&node).await.unwrap();
+    assert!(none.is_none());
+    let group = Group::new(&s, &root).unwrap();
+    let joining = tokio::spawn(async move { group.join("x", "").await });
+    bounded("the create", PATIENCE, made.changed()).await;
+    // Dropped while joining, or just after it joined (the membership, then, with the task).
+    joining.abort();
+    drop(joining);
+    bounded("the node deleted", PATIENCE, async {
+        loop {
+            let (stat, changed) = zk_client.check_and_watch_stat(&node).await.unwrap();
+            if stat.is_none() {
+                return;
+            }
+            changed.changed().await;
+        }
+    })
+    .await;
+    await_empty(&zk_client, &root).await;
+}
