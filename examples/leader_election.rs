@@ -5,7 +5,7 @@
 //! follower takes over.
 //!
 //! ```text
-//! cargo run --example leader_election -- <id> [seconds]   # ZK_CONNECT overrides the ensemble
+//! cargo run --example leader_election -- <id> [seconds]   # ZK_HOSTS overrides the ensemble
 //! ```
 //! Ctrl-C (SIGINT) or SIGTERM resigns gracefully; SIGKILL leaves it to session expiry.
 //! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).

@@ -7,7 +7,7 @@
 //! without knowing cannot overwrite a newer holder's work.
 //!
 //! ```text
-//! cargo run --example lock -- [workers] [rounds]      # ZK_CONNECT overrides the ensemble
+//! cargo run --example lock -- [workers] [rounds]      # ZK_HOSTS overrides the ensemble
 //! ```
 //!
 //! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).

@@ -8,7 +8,7 @@
 //! ```text
 //! cargo run --example master_follower -- <id> [partitions] [session timeout ms]
 //! ```
-//! `ZK_CONNECT` overrides the ensemble (see `examples/common/mod.rs`); `DEMO_ROOT` the
+//! `ZK_HOSTS` overrides the ensemble (see `examples/common/mod.rs`); `DEMO_ROOT` the
 //! service's path (default `/zk-recipes-demo/service`). Ctrl-C or SIGTERM leaves cleanly;
 //! SIGKILL leaves it to session expiry.
 //!

@@ -4,7 +4,7 @@
 //! together, a writer writes alone, and no reader ever sees a half-written catalog.
 //!
 //! ```text
-//! cargo run --example rwlock -- [readers] [writers] [rounds]   # ZK_CONNECT overrides the ensemble
+//! cargo run --example rwlock -- [readers] [writers] [rounds]   # ZK_HOSTS overrides the ensemble
 //! ```
 //!
 //! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).

@@ -4,7 +4,7 @@
 //! than the maximum, across every session.
 //!
 //! ```text
-//! cargo run --example semaphore -- [crawlers] [rounds] [max]   # ZK_CONNECT overrides the ensemble
+//! cargo run --example semaphore -- [crawlers] [rounds] [max]   # ZK_HOSTS overrides the ensemble
 //! ```
 //!
 //! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).

@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export ZK_CONNECT="${ZK_CONNECT:-127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183}"
+export ZK_HOSTS="${ZK_HOSTS:-127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183}"
 logs="$(mktemp -d)"
 pids=()
 
@@ -93,7 +93,7 @@ loops=()
 for worker in 1 2 3; do
     (
         for _ in $(seq 10); do
-            target/release/zk-recipes lock --hosts "$ZK_CONNECT" /zk-recipes-demo/file-lock \
+            target/release/zk-recipes lock --hosts "$ZK_HOSTS" /zk-recipes-demo/file-lock \
                 -- sh -c "$increment" "$counter" || exit 1
         done
     ) &
@@ -136,7 +136,7 @@ master=$(await_dealt none 3 30) || { echo "no assignment to 3 members"; tail -n 
 echo "master: $master; the assignment and who works on what:"
 grep -h -E "published|working on" "$logs"/replica-*.log | sed "s/^/  /"
 echo "--- the group, as \`zk-recipes members\` shows it:"
-target/release/zk-recipes members --hosts "$ZK_CONNECT" /zk-recipes-demo/service/members
+target/release/zk-recipes members --hosts "$ZK_HOSTS" /zk-recipes-demo/service/members
 
 index=0
 for id in "${replicas[@]}"; do [ "$id" = "$master" ] && break; index=$((index + 1)); done

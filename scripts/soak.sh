@@ -7,7 +7,7 @@
 # runs each chosen binary N times, one run after another, each run exactly as `cargo test`
 # runs it (the built binary, from its package's directory, with its normal test harness).
 #
-# BINARY names a test binary: `faults`, `lock`, ... for the root crate's tests/*.rs,
+# BINARY names a test binary: `exclusion`, `loss`, ... for the root crate's tests/*.rs,
 # `cli:lock`, `cli:elect`, ... for the CLI's cli/tests/*.rs, `PKG:lib`, `PKG:bin` for a
 # package's unit tests (`zk-recipes:lib`, `harness:lib`, `cli:bin`). Default: every test binary of the workspace.
 # `scripts/soak.sh --list` lists the names. Arguments after `--` go to every run (a test

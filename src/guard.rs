@@ -60,9 +60,10 @@ macro_rules! hold {
             }
 
             #[doc = concat!("Whether the ", $what, " can no longer be trusted (see [`lost`](Self::lost)).")]
-            #[doc = "Deletion of the node by someone else is noticed from 10 ms after it was"]
-            #[doc = "acquired on (at once once `lost()` has been awaited); expiry, suspension"]
-            #[doc = "and closing from the start; a session the servers have not confirmed in"]
+            #[doc = "Deletion of the node by someone else is noticed once it is watched (a"]
+            #[doc = "lock's or a lease's from 10 ms after it was acquired, or once `lost()` has"]
+            #[doc = "been awaited; a leadership's at once); expiry, suspension and closing from"]
+            #[doc = "the start; a session the servers have not confirmed in"]
             #[doc = "time ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from"]
             #[doc = "the clock, even right after the process wakes from a pause."]
             pub fn is_lost(&self) -> bool {

@@ -62,6 +62,7 @@ pub use error::{Error, Result};
 pub use group::{Group, Member, Membership, Presence};
 pub use guard::Hold;
 pub use lock::{DistributedLock, Mutex, MutexGuard};
+pub use path::check_path;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
 pub use session::{CloseReason, Session, SessionBuilder, SessionEvent};

@@ -50,7 +50,7 @@ pub trait DistributedLock: Send + Sync {
 ///   holding waits for yourself, as with `tokio::sync::Mutex`.
 /// * **Hand-off.** When a holder goes, the next waiter holds on what it heard, with no
 ///   request in the common case and one small request otherwise, at any queue length (the
-///   rule: the README's "Why it works this way"). It never reports holding unless its own
+///   rule: `docs/design.md`, "Why it works this way"). It never reports holding unless its own
 ///   node exists at that moment: a waiter whose node someone deleted enters the queue
 ///   again, at its end.
 /// * **Fencing.** [`MutexGuard::fencing_token`] is the zxid that created the holder's node:

@@ -15,6 +15,18 @@ use crate::error::{Error, Result};
 /// The longest recipe root accepted, in bytes.
 pub(crate) const MAX_LEN: usize = 32 * 1024;
 
+/// Checks `path` as every recipe's constructor ([`Mutex::new`](crate::Mutex::new),
+/// [`LeaderElection::new`](crate::LeaderElection::new), …) does, without a session: a
+/// program can refuse a bad path before it connects. Nothing is sent.
+///
+/// # Notable errors
+/// * [`Error::InvalidPath`] if `path` is not absolute, is `/` or lies in `/zookeeper`, ends
+///   with `/`, has an empty, `.` or `..` component, holds a character ZooKeeper rejects, or
+///   is longer than 32 KiB; its reason says which.
+pub fn check_path(path: &str) -> Result<()> {
+    validate_root(path).map(|_| ())
+}
+
 /// Checks that `path` can be the root of a recipe; returns it unchanged.
 pub(crate) fn validate_root(path: &str) -> Result<&str> {
     reason(path).map_or(Ok(path), |reason| {

@@ -44,8 +44,6 @@ fn example() -> &'static PathBuf {
 fn replica(hosts: &str, root: &str, id: &str, log: &watch::Sender<Vec<(String, String)>>) -> Child {
     let mut child = Command::new(example())
         .args([id, &PARTITIONS.to_string(), &SESSION_TIMEOUT_MS.to_string()])
-        // The examples' connect string, under its old name and its new one.
-        .env("ZK_CONNECT", hosts)
         .env("ZK_HOSTS", hosts)
         .env("DEMO_ROOT", root)
         .stdout(Stdio::piped())

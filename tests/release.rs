@@ -1,21 +1,33 @@
 //! Releases finish what they start: `release()`, `resign()` and every removal of a node of
 //! ours (a give-up, a dropped guard) end with the node gone, whatever happens to the
 //! connection meanwhile, and on whatever thread the owner is dropped.
+//!
+//! * A release lost with the connection, again and again, finishes; a give-up lost with it
+//!   leaves nothing behind.
+//! * `release()` and `resign()` on a cut connection wait for it and succeed.
+//! * A guard dropped outside a runtime releases; a dropped guard is gone for its session's
+//!   next request; a re-entered share released after a loss says lost.
+//! * No release writes into the lock path. Under creator ACLs a release still signals its
+//!   successor in one transaction; under a root that refuses the signal it leaves nothing.
 
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use zk_harness::{
-    await_count, await_empty, await_watch, bounded, children, join_election, observer, session,
-    tolerant_session, unique_root, Ensemble, Proxy, PATIENCE,
+    await_count, await_empty, await_watch, bounded, children, join_election, live_client, observer,
+    session, tolerant_session, unique_root, Ensemble, Proxy, PATIENCE,
 };
 use zk_recipes::{Error, Mutex, MutexGuard, Role, Session, SessionEvent};
 
 /// Session timeout of the contenders' sessions.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// Session timeout of the sessions of the tests that need a longer one.
+const LONG_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// ZooKeeper opcodes of the requests a proxy is told to drop.
 const DELETE: i32 = 2;
+
 const MULTI: i32 = 14;
 
 /// A holder (on `holder`) and a waiter behind it (on a session of its own), on `root`.
@@ -237,4 +249,105 @@ async fn a_dropped_guard_is_gone_for_its_sessions_next_request() {
     }
     guard.release().await.unwrap();
     await_empty(&observer, &root).await;
+}
+
+/// Nothing is written into the lock path's own data: neither a holder that entered first
+/// nor one that had waited leaves anything there as it goes, so the path is the user's.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_release_writes_into_the_lock_path() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = unique_root("no-mark");
+    let (a, b) = (
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+        session(&ensemble.connect_string(), SESSION_TIMEOUT).await,
+    );
+    let observer = live_client(&a);
+    let first = Mutex::new(&a, &root).unwrap().lock().await.unwrap();
+    let waiter = Mutex::new(&b, &root).unwrap();
+    let waiter = tokio::spawn(async move { waiter.lock().await.unwrap() });
+    await_count(&observer, &root, 2).await;
+    first.release().await.unwrap();
+    let second = bounded("the waiter acquires", PATIENCE, waiter)
+        .await
+        .unwrap();
+    second.release().await.unwrap();
+    let (data, stat) = observer.get_data(&root).await.unwrap();
+    assert!(data.is_empty(), "a release wrote {data:?}");
+    assert_eq!(stat.version, 0, "the lock path's data was written");
+    await_empty(&observer, &root).await;
+}
+
+/// How the release of a holder that waited changes the root's child version (cversion): 3
+/// with the signal (create, delete signal; delete node), 1 for a plain delete.
+async fn release_cversion_step(
+    builder: zk_recipes::SessionBuilder,
+    hosts: &str,
+    root: &str,
+) -> i32 {
+    let h = builder.clone().connect(hosts).await.unwrap();
+    let w = builder.connect(hosts).await.unwrap();
+    let holder = Mutex::new(&h, root).unwrap().lock().await.unwrap();
+    let mutex = Mutex::new(&w, root).unwrap();
+    let waiter = tokio::spawn(async move { mutex.lock().await.unwrap() });
+    let operator = zookeeper_client::Client::connector()
+        .with_auth("digest", b"svc:pw")
+        .connect(hosts)
+        .await
+        .unwrap();
+    await_count(&operator, root, 2).await;
+    holder.release().await.unwrap();
+    let guard = bounded("W holds", PATIENCE, waiter).await.unwrap();
+    let (_, before) = operator.get_data(root).await.unwrap();
+    guard.release().await.unwrap();
+    let (_, after) = operator.get_data(root).await.unwrap();
+    assert!(operator.list_children(root).await.unwrap().is_empty());
+    after.cversion - before.cversion
+}
+
+/// ACLs: with creator-only and creator-all-world-read nodes the release of a holder that
+/// waited still signals in one transaction; with a root whose ACL refuses writes, it
+/// signals without the mark and leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_under_acls_signals_where_it_can_and_leaves_nothing() {
+    use zk_recipes::NodeAcl;
+    use zookeeper_client::{Acl, Acls, CreateMode, Permission};
+    let ensemble = Ensemble::shared(1).await;
+    let hosts = ensemble.connect_string();
+    let authed = || {
+        Session::builder()
+            .session_timeout(LONG_SESSION_TIMEOUT)
+            .digest_auth("svc", "pw")
+    };
+    for acl in [
+        NodeAcl::Open,
+        NodeAcl::CreatorOnly,
+        NodeAcl::CreatorAllWorldRead,
+    ] {
+        let root = unique_root("handoff-acl");
+        let step = release_cversion_step(authed().node_acl(acl), &hosts, &root).await;
+        assert_eq!(step, 3, "{acl:?}: the release did not signal");
+    }
+    // A root made by an operator: anyone may create, delete and read, no one may write.
+    let root = unique_root("handoff-acl-nowrite");
+    let operator = observer(&hosts).await;
+    let acls = [Acl::new_const(
+        Permission::CREATE | Permission::DELETE | Permission::READ,
+        "world",
+        "anyone",
+    )];
+    operator
+        .create(
+            &root,
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::new(&acls)),
+        )
+        .await
+        .unwrap();
+    let step = release_cversion_step(authed(), &hosts, &root).await;
+    assert_eq!(
+        step, 3,
+        "a root that refuses writes: the signal without the mark"
+    );
+    let (data, _) = operator.get_data(&root).await.unwrap();
+    assert!(data.is_empty(), "no mark in a root that refuses writes");
 }

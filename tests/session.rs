@@ -1,4 +1,11 @@
-//! `Session` against real ZooKeeper servers started by the harness.
+//! `Session`: it connects to a standalone server and an ensemble, rides out a killed
+//! server, suspends while cut off and reconnects, replaces an expired session by a new one,
+//! fails within its connection timeout when no server is reachable, confines the recipes to
+//! its chroot, refuses work once closed, accepts the largest timeouts, refuses SASL asked of
+//! a server without it, and sets `TCP_NODELAY` on its connections.
+//!
+//! Input a session refuses before connecting is in `bad_input.rs`; how a session ends for
+//! good, in `session_end.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -113,24 +120,6 @@ async fn unreachable_hosts_fail_within_the_connection_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn malformed_connect_strings_are_refused() {
-    for hosts in ["", "  ", "127.0.0.1:2181,", "127.0.0.1:notaport"] {
-        match Session::connect(hosts).await {
-            Err(Error::InvalidConnectString { .. }) => {}
-            other => panic!("{hosts:?}: {other:?}"),
-        }
-    }
-    match Session::builder()
-        .chroot("relative")
-        .connect("127.0.0.1:2181")
-        .await
-    {
-        Err(Error::InvalidPath { .. }) => {}
-        other => panic!("bad chroot: {other:?}"),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn a_chroot_confines_the_recipes() {
     let ensemble = Ensemble::shared(1).await;
     let hosts = ensemble.connect_string();
@@ -177,66 +166,6 @@ async fn a_closed_session_refuses_work() {
     }
 }
 
-/// A listener no client should reach: `connect` must refuse before sending anything.
-fn untouched_listener() -> std::net::TcpListener {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    listener
-}
-
-fn assert_untouched(listener: &std::net::TcpListener, what: &str) {
-    match listener.accept() {
-        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
-        other => panic!("{what}: something was sent: {other:?}"),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn out_of_range_timeouts_are_refused_before_anything_is_sent() {
-    let listener = untouched_listener();
-    let hosts = listener.local_addr().unwrap().to_string();
-    let huge = Duration::from_secs(3_000_000_000_000_000 * 3600);
-    let past_i32 = Duration::from_millis(i32::MAX as u64 + 1);
-    let cases = [
-        (
-            "session timeout 0",
-            Session::builder().session_timeout(Duration::ZERO),
-        ),
-        (
-            "session timeout 2^31 ms",
-            Session::builder().session_timeout(past_i32),
-        ),
-        (
-            "session timeout huge",
-            Session::builder().session_timeout(huge),
-        ),
-        (
-            "connection timeout 0",
-            Session::builder().connection_timeout(Duration::ZERO),
-        ),
-        (
-            "connection timeout huge",
-            Session::builder().connection_timeout(huge),
-        ),
-        (
-            "connection timeout max",
-            Session::builder().connection_timeout(Duration::MAX),
-        ),
-    ];
-    for (what, builder) in cases {
-        let started = Instant::now();
-        match bounded(what, PATIENCE, builder.connect(&hosts)).await {
-            Err(Error::InvalidArgument(reason)) => assert!(reason.contains("timeout"), "{reason}"),
-            other => panic!("{what}: {other:?}"),
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{what}: not at once"
-        );
-        assert_untouched(&listener, what);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_largest_timeouts_accepted_connect() {
     let ensemble = Ensemble::shared(1).await;
@@ -256,39 +185,6 @@ async fn the_largest_timeouts_accepted_connect() {
     let negotiated = live_client(&s).session_timeout();
     assert!(negotiated >= Duration::from_secs(10), "{negotiated:?}");
     s.close();
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn paths_the_server_refuses_are_refused_before_anything_is_created() {
-    let ensemble = Ensemble::shared(1).await;
-    let s = session(&ensemble.connect_string(), Duration::from_secs(4)).await;
-    let observer = zk_harness::observer(&ensemble.connect_string()).await;
-    let root = unique_root("refused-path");
-    for leaf in ["🔒", "a\u{10000}b", "x\u{f8ff}", "\u{9f}", "\u{fffe}"] {
-        let path = format!("{root}/ünï/cødé/{leaf}");
-        match Mutex::new(&s, &path) {
-            Err(Error::InvalidPath { path: p, .. }) => assert_eq!(p, path),
-            Ok(mutex) => {
-                let result = bounded("lock", PATIENCE, mutex.lock()).await;
-                panic!("{path:?} was accepted: lock gave {result:?}");
-            }
-            Err(other) => panic!("{path:?}: {other:?}"),
-        }
-    }
-    assert!(
-        matches!(observer.check_stat(&root).await, Ok(None)),
-        "{root} was created"
-    );
-    // The characters just inside the server's ranges are accepted, by it too.
-    let edge = "\u{a0}\u{d7ff}\u{f900}\u{ffef}";
-    let path = format!("{root}/{edge}");
-    let guard = bounded("lock", PATIENCE, Mutex::new(&s, &path).unwrap().lock())
-        .await
-        .expect("a path the server accepts");
-    guard.release().await.unwrap();
-    await_empty(&observer, &path).await;
-    observer.delete(&path, None).await.unwrap();
-    observer.delete(&root, None).await.unwrap();
 }
 
 #[cfg(feature = "sasl")]

@@ -12,7 +12,7 @@
 # --secure: TLS client ports 2281-2283 that need a client certificate (the plaintext
 # ports stay on 127.0.0.1 for the four-letter words), and a test CA, server and client
 # certificates and a digest credentials file made with openssl and keytool in $DIR/pki.
-# It prints the environment the examples need (ZK_CONNECT, ZK_AUTH_FILE, ZK_TLS_*).
+# It prints the environment the examples need (ZK_HOSTS, ZK_AUTH_FILE, ZK_TLS_*).
 #
 # State (configs, data, logs, pid files, pki) lives in ${ZK_ENSEMBLE_DIR:-/tmp/zk-recipes-ensemble}.
 set -euo pipefail
@@ -168,7 +168,7 @@ up() {
 # secure_env: what the examples need to use the TLS ports and the digest credentials.
 secure_env() {
     echo "TLS ports: 127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283. For the examples:"
-    echo "  export ZK_CONNECT=127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283"
+    echo "  export ZK_HOSTS=127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283"
     echo "  export ZK_AUTH_FILE=$PKI/auth ZK_TLS_CA=$PKI/ca.pem ZK_TLS_CERT=$PKI/client.pem ZK_TLS_KEY=$PKI/client.key"
     echo "  cargo run --features tls --example lock -- 4 10"
 }

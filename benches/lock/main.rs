@@ -2,7 +2,8 @@
 //! and its `RwLock` and `Semaphore` against Apache Curator's (a Java peer), on the same real
 //! ZooKeeper servers, in the same run.
 //!
-//! `cargo bench --bench lock` (about 6 minutes on 2 cores), `-- --quick` for a short run.
+//! `cargo bench --bench lock` (its run time and results: `benches/README.md`), `-- --quick`
+//! for a short run.
 //! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election, recipes),
 //! `--waiters 100,1000,10000`, `--drain-timeout <secs>`, `--reps <n>`.
 //!

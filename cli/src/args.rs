@@ -7,9 +7,18 @@ use std::time::Duration;
 use clap::builder::NonEmptyStringValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::check;
 use crate::duration;
 use crate::status;
+
+/// A recipe path, checked as the library checks it, before connecting: a bad one exits 64
+/// at once, whatever the servers' state. (The connect string is checked by the library
+/// before it sends anything, also at once.)
+fn path(text: &str) -> Result<String, String> {
+    match zk_recipes::check_path(text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(err) => Err(err.to_string()),
+    }
+}
 
 /// Run a command under a ZooKeeper lock or leadership; observe a lock or an election.
 #[derive(Debug, Parser)]
@@ -75,10 +84,11 @@ pub enum Command {
     /// Makes the ephemeral node PATH/ID with --data as its data (Curator's GroupMember
     /// layout), keeps it while CMD runs (made again after a session expiry), deletes it
     /// once CMD exits, and exits with CMD's status. CMD gets ZK_MEMBER_NODE and
-    /// ZK_MEMBER_ID. An ID held by another live session is refused (exit 69, CMD not run);
-    /// if another session takes the ID while this one had expired, CMD is stopped as by
-    /// `lock` on a loss (exit 79). Signals are passed on as by `lock`. Without CMD: prints
-    /// the node and the id, and stays a member until a signal.
+    /// ZK_MEMBER_ZXID (the zxid that created the node). An ID held by another live session
+    /// is refused (exit 69, CMD not run); if another session takes the ID while this one
+    /// had expired, CMD is stopped as by `lock` on a loss (exit 79). Signals are passed on
+    /// as by `lock`. Without CMD: prints the node and the zxid, and stays a member until a
+    /// signal.
     #[command(after_help = help(JOIN_EXAMPLES))]
     Join(Join),
     /// zk-recipes' own: the watchdog of CMD's process group (see `child`).
@@ -90,7 +100,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct Lock {
     /// The lock's path, e.g. /locks/nightly-backup.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting; 0s
     /// tries once without waiting.
@@ -111,7 +121,7 @@ pub struct Lock {
 #[derive(Debug, Args)]
 pub struct Elect {
     /// The election's path, e.g. /election/indexer.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// This candidate's id, shown to observers (e.g. the host name).
     #[arg(long, value_parser = NonEmptyStringValueParser::new())]
@@ -133,7 +143,7 @@ pub struct Elect {
 #[derive(Debug, Args)]
 pub struct Observe {
     /// The path of the lock, read/write lock, semaphore or election.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// One JSON object per line.
     #[arg(long)]
@@ -146,7 +156,7 @@ pub struct Observe {
 #[derive(Debug, Args)]
 pub struct Members {
     /// The group's path, e.g. /services/orders/members.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// Print a line now and one on every change, until a signal.
     #[arg(long)]
@@ -162,7 +172,7 @@ pub struct Members {
 #[derive(Debug, Args)]
 pub struct Join {
     /// The group's path, e.g. /services/orders/members.
-    #[arg(value_parser = check::path)]
+    #[arg(value_parser = path)]
     pub path: String,
     /// This member's id: the node's name (no '/').
     #[arg(long, value_parser = NonEmptyStringValueParser::new())]
@@ -181,7 +191,7 @@ pub struct Join {
 #[derive(Debug, Args)]
 pub struct Connection {
     /// ZooKeeper servers: `host:port[,host:port...][/chroot]`.
-    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181", value_parser = check::hosts)]
+    #[arg(long, env = "ZK_HOSTS", default_value = "127.0.0.1:2181")]
     pub hosts: String,
     /// The session timeout to ask the servers for: how long after zk-recipes is cut off or
     /// killed its lock or leadership can pass to another.

@@ -17,29 +17,14 @@
 use std::ops::ControlFlow;
 
 use tracing::{info_span, warn, Instrument};
-use zk_recipes::{Candidate, Error, LeaderElection, Leadership, Loss, Session};
+use zk_recipes::{Candidate, Error, LeaderElection, Session};
 
 use crate::args::{Connection, Elect, Run};
-use crate::held::{self, Held, Outcome};
+use crate::held::{self, Outcome};
 use crate::say::say;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-
-impl Held for Leadership {
-    const WHAT: &'static str = "leadership";
-
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("ZK_LEADER_NODE", self.node().to_owned()),
-            ("ZK_LEADER_TERM", self.term().to_string()),
-        ]
-    }
-
-    async fn lost(&self) -> Loss {
-        Leadership::lost(self).await
-    }
-}
 
 impl OnSession for Elect {
     fn connection(&self) -> &Connection {
@@ -87,7 +72,7 @@ async fn lead(candidate: &Candidate, args: &Elect, signals: &mut Signals) -> Con
             Ok(Ok(leadership)) => leadership,
         };
         let span = info_span!("leading", term = leadership.term());
-        let outcome = held::hold(&leadership, &args.run, signals)
+        let outcome = held::hold(&leadership, held::LEADERSHIP, &args.run, signals)
             .instrument(span)
             .await;
         match outcome {

@@ -2,7 +2,7 @@
 //! as soon as it is lost.
 //!
 //! * CMD starts only while what is held is still trusted; it gets the holding's
-//!   variables ([`Held::env`]) in its environment.
+//!   variables ([`Kind`]) in its environment.
 //! * **Loss.** When the holding is lost, CMD's process group gets SIGTERM, then SIGKILL
 //!   after `--kill-after`; the outcome is [`Outcome::Lost`] however CMD then exits.
 //! * **Signals.** SIGINT sent to zk-recipes is passed on to CMD's group, SIGTERM, SIGHUP
@@ -22,7 +22,7 @@ use std::process::ExitStatus;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 use tracing::{info_span, warn, Instrument};
-use zk_recipes::{Loss, Result};
+use zk_recipes::{Hold, Loss, Result};
 
 use crate::args::Run;
 use crate::child::{self, Child, SpawnError};
@@ -30,16 +30,50 @@ use crate::say::say;
 use crate::signals::Signals;
 use crate::status;
 
-/// Something held in ZooKeeper that can be lost.
-pub trait Held {
-    /// What it is, for messages ("lock", "leadership").
-    const WHAT: &'static str;
+/// What CMD is told about a hold: what it is called in messages, and the names of the
+/// variables that carry its node and its fencing token.
+#[derive(Clone, Copy, Debug)]
+pub struct Kind {
+    what: &'static str,
+    node: &'static str,
+    token: &'static str,
+}
 
-    /// The variables CMD gets.
-    fn env(&self) -> Vec<(&'static str, String)>;
+/// A lock: `ZK_LOCK_NODE`, `ZK_FENCING_TOKEN`.
+pub const LOCK: Kind = Kind {
+    what: "lock",
+    node: "ZK_LOCK_NODE",
+    token: "ZK_FENCING_TOKEN",
+};
 
-    /// Resolves once it can no longer be trusted (cancel safe).
-    fn lost(&self) -> impl Future<Output = Loss>;
+/// A semaphore lease, with the variables of a lock.
+pub const LEASE: Kind = Kind {
+    what: "semaphore lease",
+    ..LOCK
+};
+
+/// A leadership: `ZK_LEADER_NODE`, `ZK_LEADER_TERM`.
+pub const LEADERSHIP: Kind = Kind {
+    what: "leadership",
+    node: "ZK_LEADER_NODE",
+    token: "ZK_LEADER_TERM",
+};
+
+/// A group membership: `ZK_MEMBER_NODE`, `ZK_MEMBER_ZXID` (the zxid that created it).
+pub const MEMBERSHIP: Kind = Kind {
+    what: "membership",
+    node: "ZK_MEMBER_NODE",
+    token: "ZK_MEMBER_ZXID",
+};
+
+impl Kind {
+    /// CMD's variables for `held`.
+    fn env(self, held: &dyn Hold) -> Vec<(&'static str, String)> {
+        vec![
+            (self.node, held.node().to_owned()),
+            (self.token, held.fencing_token().to_string()),
+        ]
+    }
 }
 
 /// How holding ended.
@@ -71,29 +105,26 @@ impl Outcome {
 }
 
 /// Waits for `acquiring`; if it gives something to hold, runs CMD while holding it (see
-/// [`hold`]), then releases it with `release`. Returns zk-recipes' exit status.
+/// [`hold`]), then releases it. Returns zk-recipes' exit status.
 ///
 /// `acquiring` gives `None` when it gave up in time (`--timeout`).
-pub async fn acquire_and_run<H: Held, R>(
+pub async fn acquire_and_run<H: Hold + 'static>(
     acquiring: impl Future<Output = Result<Option<H>>>,
-    release: impl FnOnce(H) -> R,
+    kind: Kind,
     run: &Run,
     signals: &mut Signals,
-) -> u8
-where
-    R: Future<Output = Result<()>>,
-{
+) -> u8 {
     let held = match signals.or(acquiring).await {
         Err(signal) => return status::of_signal(signal),
         Ok(Err(err)) => return status::report(&err),
         Ok(Ok(None)) => {
-            say!("{} not acquired within --timeout", H::WHAT);
+            say!("{} not acquired within --timeout", kind.what);
             return status::TIMED_OUT;
         }
         Ok(Ok(Some(held))) => held,
     };
-    let outcome = hold(&held, run, signals).await;
-    match (release(held).await, &outcome) {
+    let outcome = hold(&held, kind, run, signals).await;
+    match (Hold::release(Box::new(held)).await, &outcome) {
         (Ok(()), _) | (Err(_), Outcome::Lost) => {}
         // Only a delete the servers refuse: the node stays until the session ends.
         (Err(err), _) => warn!(%err, "release refused; the node goes with the session"),
@@ -103,18 +134,18 @@ where
 
 /// Runs CMD (or, without one, waits for a signal) while `held` is trusted; stops CMD when
 /// it is lost.
-pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcome {
-    let env = held.env();
+pub async fn hold(held: &dyn Hold, kind: Kind, run: &Run, signals: &mut Signals) -> Outcome {
+    let env = kind.env(held);
     // Lost since it was acquired: CMD must not start.
     if let Some(loss) = already(held.lost()).await {
-        report_loss::<H>(loss);
+        report_loss(kind, loss);
         return Outcome::Lost;
     }
     if run.command.is_empty() {
         print_env(&env);
         return tokio::select! {
             loss = held.lost() => {
-                report_loss::<H>(loss);
+                report_loss(kind, loss);
                 Outcome::Lost
             }
             _ = signals.recv() => Outcome::Stopped(None),
@@ -131,14 +162,15 @@ pub async fn hold<H: Held>(held: &H, run: &Run, signals: &mut Signals) -> Outcom
             return Outcome::Unknown;
         }
     };
-    supervise(held, child, run, signals)
-        .instrument(info_span!("cmd", what = H::WHAT))
+    supervise(held, kind, child, run, signals)
+        .instrument(info_span!("cmd", what = kind.what))
         .await
 }
 
 /// Waits for CMD, passing signals on, and stops it if `held` is lost.
-async fn supervise<H: Held>(
-    held: &H,
+async fn supervise(
+    held: &dyn Hold,
+    kind: Kind,
     mut child: Child,
     run: &Run,
     signals: &mut Signals,
@@ -160,7 +192,7 @@ async fn supervise<H: Held>(
                 };
             }
             loss = held.lost(), if !lost => {
-                report_loss::<H>(loss);
+                report_loss(kind, loss);
                 say!("stopping CMD: SIGTERM, SIGKILL after {:?}", run.kill_after);
                 child.signal(Signal::SIGTERM);
                 lost = true;
@@ -195,8 +227,8 @@ async fn at(deadline: Option<Instant>) {
     }
 }
 
-fn report_loss<H: Held>(loss: Loss) {
-    say!("{} lost: {loss:?}", H::WHAT);
+fn report_loss(kind: Kind, loss: Loss) {
+    say!("{} lost: {loss:?}", kind.what);
 }
 
 /// Prints `NAME=value` lines on stdout (a closed stdout is no reason to let go).

@@ -9,45 +9,13 @@
 
 use std::time::Duration;
 
-use zk_recipes::{Lease, Loss, Mutex, MutexGuard, Semaphore, Session};
+use zk_recipes::{Mutex, Semaphore, Session};
 
 use crate::args::{Connection, Lock, Run};
-use crate::held::{self, Held};
+use crate::held;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-
-impl Held for MutexGuard {
-    const WHAT: &'static str = "lock";
-
-    fn env(&self) -> Vec<(&'static str, String)> {
-        env(self.node(), self.fencing_token())
-    }
-
-    async fn lost(&self) -> Loss {
-        MutexGuard::lost(self).await
-    }
-}
-
-impl Held for Lease {
-    const WHAT: &'static str = "semaphore lease";
-
-    fn env(&self) -> Vec<(&'static str, String)> {
-        env(self.node(), self.fencing_token())
-    }
-
-    async fn lost(&self) -> Loss {
-        Lease::lost(self).await
-    }
-}
-
-/// CMD's variables: the node held and its fencing token.
-fn env(node: &str, fencing_token: u64) -> Vec<(&'static str, String)> {
-    vec![
-        ("ZK_LOCK_NODE", node.to_owned()),
-        ("ZK_FENCING_TOKEN", fencing_token.to_string()),
-    ]
-}
 
 impl OnSession for Lock {
     fn connection(&self) -> &Connection {
@@ -79,7 +47,7 @@ async fn exclusive(args: &Lock, session: &Session, signals: &mut Signals) -> u8 
             Wait::AtMost(timeout) => mutex.try_lock_for(timeout).await,
         }
     };
-    held::acquire_and_run(acquiring, MutexGuard::release, &args.run, signals).await
+    held::acquire_and_run(acquiring, held::LOCK, &args.run, signals).await
 }
 
 /// Holds one of the `max` leases of the semaphore on the path while CMD runs.
@@ -95,7 +63,7 @@ async fn shared(args: &Lock, session: &Session, max: u32, signals: &mut Signals)
             Wait::AtMost(timeout) => semaphore.try_acquire_for(timeout).await,
         }
     };
-    held::acquire_and_run(acquiring, Lease::release, &args.run, signals).await
+    held::acquire_and_run(acquiring, held::LEASE, &args.run, signals).await
 }
 
 /// How long `--timeout` lets an acquisition wait.

@@ -23,7 +23,6 @@
 #![deny(unsafe_code)]
 
 mod args;
-mod check;
 mod child;
 mod duration;
 mod elect;

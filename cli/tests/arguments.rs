@@ -65,13 +65,16 @@ async fn durations_out_of_range_exit_64_before_connecting() {
 
 #[tokio::test]
 async fn bad_arguments_exit_64_at_once_with_their_reason() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["lock", "/bad//path", "--", "true"], "empty component"),
+        // Checked by the library's own rules: a character ZooKeeper rejects.
+        (&["lock", "/bad/\u{e000}", "--", "true"], "rejects"),
         (&["lock", "/bad/path/", "--", "true"], "end with '/'"),
         (&["status", "relative"], "absolute"),
         (&["observe", "/zookeeper/quota"], "reserved"),
         (&["elect", "/e", "--id", "", "--", "true"], "--id"),
         (&["status", "--hosts", "127.0.0.1:", "/x"], "port"),
+        (&["status", "--hosts", "zk1/app,zk2", "/x"], "last host"),
     ];
     for (args, reason) in cases {
         let mut command = zk_recipes(NOWHERE);

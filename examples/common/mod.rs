@@ -2,7 +2,7 @@
 //! plain ensemble of `zk-docker/` and against its TLS + auth variant alike. Secrets come
 //! from files named by the environment, never from the command line.
 //!
-//! * `ZK_CONNECT`: the connect string (default: the plain ensemble, 2181–2183).
+//! * `ZK_HOSTS`: the connect string (default: the plain ensemble, 2181–2183).
 //! * `ZK_AUTH_FILE`: a file holding `user:password` for digest authentication; the
 //!   recipes' nodes are then creator-only.
 //! * `ZK_TLS_CA`, and optionally `ZK_TLS_CERT` with `ZK_TLS_KEY`: PEM files for TLS (build
@@ -16,7 +16,7 @@ type BoxError = Box<dyn Error + Send + Sync>;
 
 /// The connect string.
 pub fn hosts() -> String {
-    std::env::var("ZK_CONNECT")
+    std::env::var("ZK_HOSTS")
         .unwrap_or_else(|_| "127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183".into())
 }
 

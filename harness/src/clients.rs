@@ -52,3 +52,8 @@ pub async fn observer(hosts: &str) -> Client {
 pub fn live_client(session: &Session) -> Client {
     session.client().expect("a live session")
 }
+
+/// The ZooKeeper session id of `session`'s live session, as the servers' `wchp` prints it.
+pub fn session_id(session: &Session) -> String {
+    live_client(session).session_id().to_string()
+}

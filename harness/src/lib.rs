@@ -15,11 +15,15 @@
 //! * waiting: [`PATIENCE`] bounds every wait, [`bounded`] applies a bound to a future,
 //!   [`await_watch`] waits for the value of a watch channel, [`unless_stopped`] for a
 //!   future unless told to stop;
+//! * a test's set-up: a [`Fixture`] (a root of its own, recipe sessions, an observer) that
+//!   checks at the end that nothing is left under the root;
 //! * connecting: [`session`], [`tolerant_session`], [`plain_client`], [`observer`],
-//!   [`live_client`];
+//!   [`live_client`], [`session_id`];
 //! * a recipe root from outside: [`children`] in queue order, [`await_queue`],
-//!   [`await_children`], [`await_count`], [`await_empty`], [`name`], [`sequence`];
+//!   [`await_children`], [`await_count`], [`await_empty`], [`name`], [`sequence`]; a
+//!   semaphore's nodes: [`semaphore`];
 //! * session events: [`record_events`] and [`await_events`];
+//! * watches: [`settle_watches`] awaits those a queue of exclusive contenders should hold;
 //! * elections: [`join_election`], [`leaders`], [`await_one_leader`], [`participant_ids`];
 //! * secured servers: [`ServerConfig`] for [`Ensemble::start_with`] and
 //!   [`Ensemble::shared_with`] (extra `zoo.cfg` lines, JVM options, files, a TLS port,
@@ -40,6 +44,7 @@ mod clients;
 mod config;
 mod ensemble;
 mod events;
+mod fixture;
 mod forwarder;
 pub mod history;
 mod launcher;
@@ -47,19 +52,23 @@ pub mod nemesis;
 pub mod peers;
 pub mod pki;
 mod proxy;
+pub mod semaphore;
 mod wait;
+mod watches;
 mod znodes;
 
 pub use candidates::{await_one_leader, join_election, leaders, participant_ids, Seat};
 pub use clients::{
-    live_client, observer, plain_client, session, tolerant_session, OBSERVER_TIMEOUT,
+    live_client, observer, plain_client, session, session_id, tolerant_session, OBSERVER_TIMEOUT,
 };
 pub use config::ServerConfig;
 pub use ensemble::{expire_session, four_letter_at, unique_root, Ensemble};
 pub use events::{await_events, record_events, EventLog};
+pub use fixture::Fixture;
 pub use forwarder::Forwarder;
 pub use proxy::Proxy;
 pub use wait::{await_watch, bounded, unless_stopped, PATIENCE, WORK};
+pub use watches::settle_watches;
 pub use znodes::{
     await_children, await_count, await_empty, await_queue, children, name, observe, sequence,
 };

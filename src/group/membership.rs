@@ -4,6 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tokio::sync::{oneshot, watch};
 use tracing::{debug, info, info_span, warn, Instrument};
 use zookeeper_client::{Client, CreateMode, EventType};
@@ -12,8 +13,10 @@ use super::Group;
 use crate::acl::NodeAcl;
 use crate::error::outcome_unknown;
 use crate::error::{Error, Result};
+use crate::guard::Hold;
 use crate::queue::{spawn_removal, Removal};
 use crate::session::{reconnected, retry, Session};
+use crate::trust::Loss;
 
 /// The pause before making the node again after an attempt that failed for a reason that
 /// passes (connection, expiry); it doubles up to [`MAX_PAUSE`].
@@ -48,6 +51,7 @@ pub enum Presence {
 pub struct Membership {
     id: Arc<str>,
     node: Arc<str>,
+    created: u64,
     presence: watch::Receiver<Presence>,
     stop: Option<oneshot::Sender<()>>,
     done: Option<oneshot::Receiver<Result<()>>>,
@@ -93,10 +97,11 @@ impl Membership {
             .instrument(span),
         );
         // A dropped join drops `stop`: the task deletes what it made.
-        joined.await.unwrap_or(Err(Error::Closed))?;
+        let created = joined.await.unwrap_or(Err(Error::Closed))?;
         Ok(Membership {
             id: id.into(),
             node,
+            created,
             presence,
             stop: Some(stop),
             done: Some(done),
@@ -111,6 +116,12 @@ impl Membership {
     /// Full path of the member's node.
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// The zxid that created the member's node when it joined (a node made again after
+    /// expiry has a greater one): what [`Hold::fencing_token`] gives.
+    pub fn created(&self) -> u64 {
+        self.created
     }
 
     /// Whether the node is there now (as far as this process knows).
@@ -144,6 +155,41 @@ impl Membership {
     }
 }
 
+/// A membership as a [`Hold`], so that what runs under a lock or a leadership can run as a
+/// member too (`zk-recipes join -- CMD`). It is lost only when it can no longer be kept: the
+/// id was taken by another session while this one was away ([`Presence::Taken`],
+/// reported as [`Loss::NodeDeleted`]), or the membership ended (the session closed:
+/// [`Loss::Closed`]). An expiry is no loss: the node is made again.
+#[async_trait]
+impl Hold for Membership {
+    fn fencing_token(&self) -> u64 {
+        self.created
+    }
+
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn is_lost(&self) -> bool {
+        self.presence() == Presence::Taken || self.presence.has_changed().is_err()
+    }
+
+    async fn lost(&self) -> Loss {
+        let mut presences = self.presence.clone();
+        let taken = presences
+            .wait_for(|presence| *presence == Presence::Taken)
+            .await;
+        match taken.map(|_| ()) {
+            Ok(()) => Loss::NodeDeleted,
+            Err(_) => Loss::Closed,
+        }
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        self.leave().await
+    }
+}
+
 impl Drop for Membership {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -156,15 +202,15 @@ impl Drop for Membership {
 async fn keep(
     claim: Claim,
     presence: watch::Sender<Presence>,
-    joined: oneshot::Sender<Result<()>>,
+    joined: oneshot::Sender<Result<u64>>,
     mut stopped: oneshot::Receiver<()>,
 ) -> Result<()> {
     let first = async {
         let client = claim.session.live().await?;
-        claim.make(&client, None).await?;
-        Ok((Arc::downgrade(&client), client.session_id().0))
+        let czxid = claim.make(&client, None).await?;
+        Ok((Arc::downgrade(&client), client.session_id().0, czxid))
     };
-    let (mut client, mut owner) = match first.await {
+    let (mut client, mut owner, czxid) = match first.await {
         Ok(made) => made,
         Err(err) => {
             let _ = joined.send(Err(err));
@@ -173,7 +219,10 @@ async fn keep(
     };
     presence.send_replace(Presence::Present);
     info!("joined");
-    if joined.send(Ok(())).is_err() {
+    if joined
+        .send(Ok(u64::try_from(czxid).unwrap_or_default()))
+        .is_err()
+    {
         debug!("join dropped; leaving");
         return claim.remove(client).await;
     }
@@ -220,19 +269,19 @@ impl Claim {
     /// # Notable errors
     /// * [`Error::IdTaken`] if the node belongs to another session (another membership of
     ///   this session included), or is persistent.
-    async fn make(&self, client: &Client, previous: Option<i64>) -> Result<()> {
+    async fn make(&self, client: &Client, previous: Option<i64>) -> Result<i64> {
         let options = CreateMode::Ephemeral.with_acls(self.acl.acls());
         let (mut made_root, mut unknown) = (false, 0);
         loop {
             match client.create(&self.node, &self.data, &options).await {
-                Ok(_) => return Ok(()),
+                Ok((stat, _)) => return Ok(stat.czxid),
                 Err(zookeeper_client::Error::NoNode) if !made_root => {
                     made_root = true;
                     self.make_root(client).await?;
                 }
                 Err(zookeeper_client::Error::NodeExists) => {
-                    if self.found_ours(client, previous, unknown > 0).await? {
-                        return Ok(());
+                    if let Some(czxid) = self.found_ours(client, previous, unknown > 0).await? {
+                        return Ok(czxid);
                     }
                 }
                 Err(err) if outcome_unknown(&err) && unknown + 1 < ATTEMPTS => {
@@ -256,18 +305,18 @@ impl Claim {
         client: &Client,
         previous: Option<i64>,
         maybe_ours: bool,
-    ) -> Result<bool> {
+    ) -> Result<Option<i64>> {
         let ours = client.session_id().0;
         let (stat, watcher) = client
             .check_and_watch_stat(&self.node)
             .await
             .map_err(|err| Error::at(&self.node, err))?;
-        let owner = match stat {
-            None => return Ok(false),
-            Some(stat) => stat.ephemeral_owner,
+        let (owner, czxid) = match stat {
+            None => return Ok(None),
+            Some(stat) => (stat.ephemeral_owner, stat.czxid),
         };
         if owner == ours && maybe_ours {
-            return Ok(true);
+            return Ok(Some(czxid));
         }
         if owner == ours || previous != Some(owner) {
             return Err(Error::IdTaken {
@@ -279,7 +328,7 @@ impl Claim {
             "our expired session's node is still there; waiting for it to go"
         );
         watcher.changed().await;
-        Ok(false)
+        Ok(None)
     }
 
     /// Creates the group path and its missing parents as container nodes (as Curator does).
@@ -304,7 +353,7 @@ impl Claim {
         loop {
             let client = self.session.live().await?;
             match self.make(&client, Some(previous)).await {
-                Ok(()) => return Ok((Arc::downgrade(&client), client.session_id().0)),
+                Ok(_) => return Ok((Arc::downgrade(&client), client.session_id().0)),
                 Err(
                     Error::ConnectionLoss
                     | Error::Disconnected

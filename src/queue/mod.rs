@@ -20,7 +20,7 @@
 //! # Waiting and hand-off
 //!
 //! This section is the one statement of the hand-off rule; the rest of the crate and the
-//! README link here.
+//! docs (`docs/design.md`) link here.
 //!
 //! A contender waits on its *blocker*, the closest contender ahead of it that keeps it from
 //! holding ([`Blockers`]), and remembers whether that blocker was first (lowest of the
@@ -54,7 +54,8 @@
 //! request in the common case and one otherwise, at any queue length, and a contender
 //! reports holding only while its own node is known to exist.
 //!
-//! The functions: [`Queue::hold`] → [`Queue::enter`] (`create`) → `Contender::wait_first`
+//! The functions: [`Queue::hold`] (every lock; an election's candidates through
+//! [`Queue::hold_in`]) → [`Queue::enter`] (`create`) → `Contender::wait_first`
 //! (`wait_until_first`) → `gone` ([`handoff::HandOff::arm`], `hear`, `taken`) →
 //! `own_exists` or `look_again` → [`Holding::start`].
 //!
@@ -263,6 +264,35 @@ impl Wait {
     }
 }
 
+/// What a recipe asks of [`Queue::hold_in`] beyond the queue: what its node carries,
+/// whether it enters again after its session expired, and how a holding starts.
+pub(crate) trait Terms: Send {
+    /// The data of the node.
+    fn data(&self) -> &[u8];
+    /// Whether a contender whose session expired enters again on the new session.
+    fn rejoin(&self) -> bool;
+    /// The holding of `contender`, which is first with its node known to exist.
+    fn start(self, contender: Contender) -> Holding;
+}
+
+/// A lock's terms: an empty node, entered again after expiry, its deletion watched from
+/// [`NODE_WATCH_DELAY`] on. Takes no room in a waiting acquisition.
+struct Plain;
+
+impl Terms for Plain {
+    fn data(&self) -> &[u8] {
+        &[]
+    }
+
+    fn rejoin(&self) -> bool {
+        true
+    }
+
+    fn start(self, contender: Contender) -> Holding {
+        Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY), None)
+    }
+}
+
 impl Queue {
     /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`, each kept from
     /// holding by `blockers`, whose nodes get `acl`.
@@ -348,39 +378,73 @@ impl Queue {
         wait: Wait,
         span: Span,
     ) -> impl Future<Output = Result<Option<Holding>>> + Send + 'a {
-        let started = Instant::now();
         async move {
-            loop {
-                // Boxed: a waiting acquisition need not keep room for entering.
-                let entering = Box::pin(self.enter(session, &[], wait));
-                let Some(mut contender) = entering.await? else {
-                    return Ok(None);
-                };
-                Span::current().record("node", contender.node());
-                let turn = match wait {
-                    Wait::Never if !contender.is_first() => Turn::Late,
-                    _ => contender.wait_first(wait).await?,
-                };
-                match turn {
-                    Turn::First => {
-                        let holding =
-                            Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY), None);
-                        info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
-                        return Ok(Some(holding));
-                    }
-                    Turn::Late => {
-                        info!("not acquired in time");
-                        // Boxed: leaving takes no room in a waiting acquisition.
-                        Box::pin(contender.give_up()).await;
-                        return Ok(None);
-                    }
-                    Turn::Evicted | Turn::Expired => {
-                        warn!(?turn, "out of the queue; entering again")
-                    }
-                }
-            }
+            let mut seat = None;
+            self.hold_in(session, &mut seat, Plain, wait).await
         }
         .instrument(span)
+    }
+
+    /// Waits, within `wait`, to hold with the contender in `seat`, or a new one entered
+    /// there with `terms`' data: one entered before (by [`enter`](Self::enter), or one
+    /// that held until its connection was suspended) is first checked to be still there.
+    /// `seat` keeps the contender while it waits, so that a caller that stops waiting can
+    /// leave the queue itself (and wait for its node to go); it is empty once this
+    /// returns. A contender whose node is lost while it waits enters again, at the end of
+    /// the queue, unless its session expired and `terms` says not to.
+    ///
+    /// # Notable errors
+    /// As [`hold`](Self::hold), and [`Error::SessionExpired`] if the session expired and
+    /// `terms` does not enter again.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: `seat` keeps what was reached.
+    pub(crate) async fn hold_in(
+        &self,
+        session: &Session,
+        seat: &mut Option<Contender>,
+        terms: impl Terms,
+        wait: Wait,
+    ) -> Result<Option<Holding>> {
+        let started = Instant::now();
+        loop {
+            let fresh = seat.is_none();
+            if fresh {
+                // Boxed: a waiting acquisition need not keep room for entering.
+                let entering = Box::pin(self.enter(session, terms.data(), wait));
+                let Some(entered) = entering.await? else {
+                    return Ok(None);
+                };
+                Span::current().record("node", entered.node());
+                *seat = Some(entered);
+            }
+            let Some(contender) = seat.as_mut() else {
+                continue;
+            };
+            let turn = match (wait, fresh, contender.is_first()) {
+                // Boxed: only a contender entered before takes this way.
+                (_, false, true) => Box::pin(contender.still_first()).await?,
+                (Wait::Never, _, false) => Turn::Late,
+                _ => contender.wait_first(wait).await?,
+            };
+            match (turn, seat.take()) {
+                (Turn::First, Some(contender)) => {
+                    let holding = terms.start(contender);
+                    info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
+                    return Ok(Some(holding));
+                }
+                (Turn::Late, contender) => {
+                    info!("not acquired in time");
+                    if let Some(contender) = contender {
+                        // Boxed: leaving takes no room in a waiting acquisition.
+                        Box::pin(contender.give_up()).await;
+                    }
+                    return Ok(None);
+                }
+                (Turn::Expired, _) if !terms.rejoin() => return Err(Error::SessionExpired),
+                (turn, _) => warn!(?turn, "out of the queue; entering again"),
+            }
+        }
     }
 
     /// The children of the root (none if it does not exist).

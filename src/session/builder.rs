@@ -249,14 +249,14 @@ impl SessionBuilder {
             Transport::Tls(tls) => connector.with_tls(tls.options.clone()),
             Transport::Plain => connector,
         };
-        Ok(Dialer::new(
+        Dialer::new(
             target,
             connector,
             transport,
             self.connection_timeout,
             self.credentials.refused(),
             self.credentials.sasl_user(),
-        ))
+        )
     }
 
     /// Plaintext, or TLS with the checked PEMs.
@@ -311,7 +311,7 @@ fn check_timeout(which: &str, timeout: Duration) -> Result<()> {
     )))
 }
 
-fn invalid_hosts(hosts: &str, reason: &str) -> Error {
+pub(super) fn invalid_hosts(hosts: &str, reason: &str) -> Error {
     Error::InvalidConnectString {
         hosts: hosts.to_owned(),
         reason: reason.to_owned(),

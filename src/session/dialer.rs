@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 use tracing::{debug, debug_span, Instrument};
 use zookeeper_client::{Client, Connector};
 
-use super::probe::{self, Finding, Host, Transport};
+use super::builder::invalid_hosts;
+use super::hosts::{self, Host};
+use super::probe::{self, Finding, Transport};
 use crate::error::{outcome_unknown, Error, Result};
 
 /// The pause after the first failed round; it doubles up to [`MAX_PAUSE`].
@@ -65,7 +67,10 @@ impl fmt::Debug for Dialer {
 
 impl Dialer {
     /// A dialer for the connect string `target` with `connector` (credentials and TLS
-    /// already applied).
+    /// already applied); reads the connect string.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidConnectString`] if `target` cannot be read; nothing was sent.
     pub(super) fn new(
         target: &str,
         connector: Connector,
@@ -73,17 +78,19 @@ impl Dialer {
         connection_timeout: Duration,
         refused: String,
         sasl_user: Option<String>,
-    ) -> Dialer {
+    ) -> Result<Dialer> {
         let secure = !matches!(transport, Transport::Plain);
-        Dialer {
+        let hosts =
+            hosts::parse(target, secure).map_err(|reason| invalid_hosts(target, &reason))?;
+        Ok(Dialer {
             connector: connector.with_fail_eagerly(),
             transport,
             secure,
-            hosts: probe::hosts(target, secure).into(),
+            hosts: hosts.into(),
             connection_timeout,
             refused,
             sasl_user,
-        }
+        })
     }
 
     /// The hosts of the connect string.

@@ -4,6 +4,7 @@ mod builder;
 mod connection;
 mod credentials;
 mod dialer;
+mod hosts;
 mod keeper;
 mod nodelay;
 mod probe;

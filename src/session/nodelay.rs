@@ -27,7 +27,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tracing::debug;
 
-use super::probe::Host;
+use super::hosts::Host;
 
 /// The servers of one session, whose connections get `TCP_NODELAY`.
 #[derive(Clone, Debug)]
@@ -189,7 +189,7 @@ mod tests {
     use super::*;
 
     fn of(target: &str) -> Servers {
-        Servers::new(crate::session::probe::hosts(target, false).into())
+        Servers::new(crate::session::hosts::parse(target, false).unwrap().into())
     }
 
     #[test]

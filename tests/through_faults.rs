@@ -1,7 +1,15 @@
-//! Fault tolerance against real 3-server ensembles: a killed leader server, a paused
-//! server, a client cut off until its session expires, a connection cut right after a
-//! create, a lost quorum, an election under the same faults, and `lock()` riding out a
-//! dead connection and an expiry.
+//! Through server faults, on real 3-server ensembles, the recipes keep their promises:
+//!
+//! * **Exclusion and progress** when the leader server is killed: no two trusted holders,
+//!   and every contender keeps acquiring.
+//! * **Loss is told before the next holder enters** when a holder's server is paused, and
+//!   when a holder is cut off until its session expires; the session renews, and the old
+//!   holder's late release harms nobody.
+//! * **Nothing is left behind** when the connection is cut right after a create.
+//! * **Bounded waits return in time** while the quorum is lost, and everything recovers.
+//! * **One leader at a time** in an election under the same faults.
+//! * **`lock()` rides out connection faults and expiry**: a connection that dies with the
+//!   create in flight, an expiry while it waits, an expiry before its create is sent.
 //!
 //! Every critical section (and every leadership) is recorded in a [`History`] with instants
 //! of one process clock; the checker asserts that trusted sections never overlap, that a
@@ -9,7 +17,9 @@
 //! entered, and that fencing tokens (terms) grow in order of entry.
 //!
 //! Each scenario runs on its own ensemble. The scenarios run one at a time (see
-//! [`own_ensemble`]): three JVMs per scenario are all a 2-core machine can carry reliably.
+//! [`own_ensemble`]): three JVMs per scenario are all a 2-core machine can carry reliably,
+//! which is why these promises share one test binary instead of joining the files named by
+//! them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -199,7 +209,7 @@ fn summary(tallies: &[Tally]) -> (usize, usize, Vec<String>, Vec<String>) {
     (sections, untrusted, lock_errors, release_errors)
 }
 
-// ----- 1. the leader server is killed -----
+// ----- exclusion and progress: the leader server is killed -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_leader_server_keeps_exclusion_and_progress() {
@@ -250,7 +260,7 @@ async fn killed_leader_server_keeps_exclusion_and_progress() {
     );
 }
 
-// ----- 2. the server of a holder is paused -----
+// ----- loss is told: the server of a holder is paused -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn paused_server_holder_is_told_before_the_next_enters() {
@@ -335,7 +345,7 @@ async fn paused_server_holder_is_told_before_the_next_enters() {
     );
 }
 
-// ----- 3. a holder is cut off until its session expires -----
+// ----- loss is told: a holder is cut off until its session expires -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
@@ -444,7 +454,7 @@ async fn cut_off_holder_is_told_renews_and_its_late_release_harms_nobody() {
     );
 }
 
-// ----- 4. the connection is cut right after a create -----
+// ----- nothing left behind: the connection is cut right after a create -----
 
 /// Cuts the proxy, waits until the client noticed, restores, waits until reconnected.
 async fn blip(proxy: &zk_harness::Proxy, events: &mut watch::Receiver<SessionEvent>) {
@@ -560,7 +570,7 @@ async fn cut_during_a_create_leaves_no_node_behind() {
     );
 }
 
-// ----- 5. the quorum is lost -----
+// ----- bounded waits: the quorum is lost -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
@@ -667,7 +677,7 @@ async fn without_quorum_bounded_waits_return_in_time_and_all_recovers() {
     );
 }
 
-// ----- 6. an election under the same faults -----
+// ----- one leader: an election under the same faults -----
 
 /// Records each leadership of `candidate` (start when `leadership()` resolves, end when
 /// `lost()` does) until `stop`.
@@ -816,7 +826,7 @@ async fn election_keeps_one_leader_through_faults() {
     );
 }
 
-// ----- 7. lock() rides out connection faults and expiry (its documented contract) -----
+// ----- lock() rides out connection faults and expiry (its documented contract) -----
 
 /// A `lock()` in a task of its own, which returns the mutex with the guard.
 type Attempt = JoinHandle<zk_recipes::Result<(Mutex, MutexGuard)>>;
@@ -834,7 +844,7 @@ async fn acquires(what: &str, attempt: Attempt) -> (Mutex, MutexGuard) {
         .unwrap_or_else(|err| panic!("{what}: {err:?}"))
 }
 
-/// (a) The create is in flight on a connection that dies without an answer (its server is
+/// The create is in flight on a connection that dies without an answer (its server is
 /// paused until the client gives up on the connection); the session survives, and lock()
 /// acquires once the server is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -871,7 +881,7 @@ async fn lock_rides_out_a_connection_that_dies_with_the_create_in_flight() {
     );
 }
 
-/// (b) A lock() waiting behind a holder when its session expires enters the queue again
+/// A lock() waiting behind a holder when its session expires enters the queue again
 /// on the new session and acquires once the holder releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lock_rides_out_an_expiry_while_it_waits() {
@@ -914,7 +924,7 @@ async fn lock_rides_out_an_expiry_while_it_waits() {
     );
 }
 
-/// (c) A lock() called while cut off, whose session expires before the connection is back
+/// A lock() called while cut off, whose session expires before the connection is back
 /// (so before its create could be sent), waits for the new session and acquires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lock_rides_out_an_expiry_before_its_create_is_sent() {

@@ -1,0 +1,304 @@
+//! A candidate and its campaign: follows, leads while its leadership is trusted, steps
+//! down, and joins again, until it resigns.
+
+use std::sync::Arc;
+
+use tokio::sync::{watch, Notify};
+use tracing::{info, info_span, warn, Instrument};
+
+use super::leadership::{Exit, Leadership, Term};
+use super::{LeaderElection, Role};
+use crate::error::{Error, Result};
+use crate::queue::{Contender, Holding, Left, NodeWatch, Terms, Wait};
+use crate::trust::{Announce, Loss};
+
+/// What a candidate's campaign publishes.
+#[derive(Clone, Debug)]
+enum Campaign {
+    Following,
+    Leading(Leadership),
+    Ended(Error),
+}
+
+impl Campaign {
+    /// The role this state means: leading while the leadership is trusted.
+    fn role(&self) -> Role {
+        match self {
+            Campaign::Leading(leadership) if !leadership.is_lost() => Role::Leader,
+            _ => Role::Follower,
+        }
+    }
+}
+
+/// A member of an election; leaves the queue when dropped (in the background).
+#[derive(Debug)]
+pub struct Candidate {
+    campaign: watch::Receiver<Campaign>,
+    roles: watch::Receiver<Role>,
+    exit: Exit,
+}
+
+impl Candidate {
+    pub(super) fn start(election: LeaderElection, contender: Contender) -> Candidate {
+        let (campaign_tx, campaign) = watch::channel(Campaign::Following);
+        let (roles_tx, roles) = watch::channel(Role::Follower);
+        let (ended_tx, ended) = watch::channel(None);
+        let exit = Exit {
+            stop: Arc::new(Notify::new()),
+            ended,
+        };
+        let span = info_span!("zk.election.candidate", path = %election.path(), id = %election.id);
+        let report = Report {
+            campaign: campaign_tx,
+            roles: roles_tx,
+            exit: exit.clone(),
+        };
+        let run = async move {
+            let ended = self::campaign(election, contender, report).await;
+            ended_tx.send_replace(Some(ended));
+        };
+        drop(tokio::spawn(run.instrument(span)));
+        Candidate {
+            campaign,
+            roles,
+            exit,
+        }
+    }
+
+    /// The current role: what [`roles`](Self::roles) says, and [`Role::Follower`] as soon
+    /// as the leadership can no longer be trusted. The published role changes first (a
+    /// loss steps it down just before the leadership reads as lost; a new leadership steps
+    /// it up just before [`leadership`](Self::leadership) returns it), so whoever saw a
+    /// role there sees it here.
+    pub fn role(&self) -> Role {
+        let lost = match &*self.campaign.borrow() {
+            Campaign::Leading(leadership) => leadership.is_lost(),
+            Campaign::Following => false,
+            Campaign::Ended(_) => true,
+        };
+        match *self.roles.borrow() {
+            Role::Leader if !lost => Role::Leader,
+            _ => Role::Follower,
+        }
+    }
+
+    /// The role as it changes.
+    pub fn roles(&self) -> watch::Receiver<Role> {
+        self.roles.clone()
+    }
+
+    /// Waits until this candidate leads; returns at once if it does.
+    ///
+    /// # Notable errors
+    /// * [`Error::SessionExpired`] if the session expired and the election does not re-join.
+    /// * Any error that ended the campaign (for example [`Error::Closed`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the candidate keeps its place.
+    pub async fn leadership(&self) -> Result<Leadership> {
+        let mut campaign = self.campaign.clone();
+        let state = campaign
+            .wait_for(|state| match state {
+                Campaign::Leading(leadership) => !leadership.is_lost(),
+                Campaign::Ended(_) => true,
+                Campaign::Following => false,
+            })
+            .await
+            .map_err(|_| Error::Closed)?;
+        match &*state {
+            Campaign::Leading(leadership) => Ok(leadership.clone()),
+            Campaign::Ended(err) => Err(err.clone()),
+            Campaign::Following => Err(Error::Closed),
+        }
+    }
+
+    /// Leaves the election and returns once the node is gone (deleted, or gone with its
+    /// session), so the next candidate can lead. While the connection is down it waits for
+    /// it to come back, at most until the servers would have expired the session (1.5
+    /// session timeouts); it never fails for a connection that is down.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] if it led and its leadership was lost before the call, or its
+    ///   node was already gone (session expired, deleted).
+    /// * [`Error::NoAuth`] if the servers refuse the delete: the node stays until the
+    ///   session ends.
+    /// * The error that had ended the campaign already, as [`leadership`](Self::leadership)
+    ///   returns it (for example [`Error::SessionExpired`] without
+    ///   [`rejoin_after_expiry`](crate::LeaderElection::rejoin_after_expiry), or
+    ///   [`Error::Closed`]); its node, if any, is deleted in the background.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the node is deleted in the background.
+    pub async fn resign(self) -> Result<()> {
+        self.exit.clone().leave().await
+    }
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        self.exit.stop();
+    }
+}
+
+/// Where a campaign publishes: the campaign, and the role derived from it.
+struct Report {
+    campaign: watch::Sender<Campaign>,
+    roles: watch::Sender<Role>,
+    /// Handed to every leadership.
+    exit: Exit,
+}
+
+impl Report {
+    /// The role first, then the campaign: whoever sees a leadership (or its end) in the
+    /// campaign sees the role that goes with it.
+    fn publish(&self, campaign: Campaign) {
+        let role = campaign.role();
+        self.roles.send_if_modified(|current| {
+            let changed = *current != role;
+            *current = role;
+            changed
+        });
+        self.campaign.send_replace(campaign);
+    }
+}
+
+/// A candidate's place in the election, between the steps of its campaign.
+enum Seat {
+    /// In the queue waiting to lead (its node entered, or kept after a suspension, to be
+    /// looked at once back), or out of it (joins again at the next step).
+    Waiting(Option<Contender>),
+    /// Leading.
+    Leading(Holding),
+}
+
+/// A candidate's terms of holding: its id in its node, the election's rejoin policy, and
+/// a role that steps down as part of the loss.
+struct Candidacy<'a> {
+    id: &'a [u8],
+    rejoin: bool,
+    roles: &'a watch::Sender<Role>,
+}
+
+impl Terms for Candidacy<'_> {
+    fn data(&self) -> &[u8] {
+        self.id
+    }
+
+    fn rejoin(&self) -> bool {
+        self.rejoin
+    }
+
+    fn start(self, contender: Contender) -> Holding {
+        // The role steps down as part of the loss: whoever sees the loss sees it.
+        let roles = self.roles.clone();
+        let step_down: Announce = Box::new(move || {
+            roles
+                .send_if_modified(|role| std::mem::replace(role, Role::Follower) != Role::Follower);
+        });
+        Holding::start(contender, NodeWatch::Now, Some(step_down))
+    }
+}
+
+/// Follows and leads until stopped (then leaves the queue) or an error ends it.
+async fn campaign(election: LeaderElection, contender: Contender, report: Report) -> Result<()> {
+    let mut seat = Seat::Waiting(Some(contender));
+    let stop = report.exit.stop.clone();
+    let ended = loop {
+        tokio::select! {
+            stepped = step(&election, &mut seat, &report) => {
+                if let Err(err) = stepped {
+                    break Err(err);
+                }
+            }
+            () = stop.notified() => break Ok(()),
+        }
+    };
+    report.publish(Campaign::Ended(match &ended {
+        Ok(()) => Error::Closed,
+        Err(err) => err.clone(),
+    }));
+    ended?;
+    seat.leave().await
+}
+
+/// One step of a campaign: wait to lead (joining again if out), or lead until the
+/// leadership is lost.
+///
+/// # Cancel safety
+/// Cancel safe: the seat keeps what was reached.
+async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Result<()> {
+    match seat {
+        Seat::Waiting(waiting) => {
+            let candidacy = Candidacy {
+                id: election.id.as_bytes(),
+                rejoin: election.rejoin,
+                roles: &report.roles,
+            };
+            let queue = &election.queue;
+            let held = queue.hold_in(&election.session, waiting, candidacy, Wait::Forever);
+            let holding = held.await?.ok_or(Error::Closed)?;
+            seat.lead(holding, report);
+        }
+        Seat::Leading(holding) => {
+            let loss = holding.trust().lost().await;
+            report.publish(Campaign::Following);
+            warn!(?loss, "stepped down");
+            match loss {
+                // The session may have survived: keep the node, and look at it once back.
+                Loss::Suspended | Loss::Lapsed => seat.step_down(true),
+                Loss::NodeDeleted => seat.step_down(false),
+                Loss::SessionExpired if election.rejoin => seat.step_down(false),
+                Loss::SessionExpired => return Err(Error::SessionExpired),
+                Loss::Closed => return Err(Error::Closed),
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Seat {
+    /// From waiting to leading with `holding`.
+    fn lead(&mut self, holding: Holding, report: &Report) {
+        let leadership = Leadership {
+            holding: Term {
+                token: holding.token(),
+                node: holding.node().into(),
+                trust: holding.trust().clone(),
+                exit: report.exit.clone(),
+            },
+        };
+        info!(term = leadership.term(), node = %leadership.node(), "leading");
+        report.publish(Campaign::Leading(leadership));
+        *self = Seat::Leading(holding);
+    }
+
+    /// From leading to waiting with the node kept (`keep`: it may still be there) or out
+    /// of the queue.
+    fn step_down(&mut self, keep: bool) {
+        let Seat::Leading(holding) = std::mem::replace(self, Seat::Waiting(None)) else {
+            return;
+        };
+        match (holding.into_contender(), keep) {
+            (Some(contender), true) => *self = Seat::Waiting(Some(contender)),
+            (Some(contender), false) => contender.disown(),
+            (None, _) => {}
+        }
+    }
+
+    /// Leaves the election: deletes the node, whatever the seat.
+    async fn leave(self) -> Result<()> {
+        let contender = match self {
+            Seat::Waiting(None) => return Ok(()),
+            Seat::Leading(holding) => return holding.release().await,
+            Seat::Waiting(Some(contender)) => contender,
+        };
+        let node = contender.node().to_owned();
+        match contender.leave().await? {
+            Left::Deleted | Left::WithSession => {
+                info!(%node, "resigned");
+                Ok(())
+            }
+            Left::AlreadyGone => Err(Error::Lost { node }),
+        }
+    }
+}

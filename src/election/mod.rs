@@ -1,0 +1,277 @@
+//! Leader election: [`LeaderElection`], [`Candidate`], [`Leadership`].
+//!
+//! One leader (master) among the candidates on a path, the rest followers; leadership
+//! passes in order of arrival, and a leader is told as soon as it can no longer trust its
+//! leadership.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{debug, info, info_span, warn, Instrument};
+
+mod candidate;
+mod leadership;
+
+pub use candidate::Candidate;
+pub use leadership::Leadership;
+
+use crate::acl::NodeAcl;
+use crate::error::{Error, Result};
+use crate::path;
+use crate::queue::{Blockers, Contender, Queue, Wait, MAX_DATA};
+use crate::session::Session;
+
+/// A candidate's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// First in the queue, with a trusted session: the master.
+    Leader,
+    /// Waiting in the queue (or out of it).
+    Follower,
+}
+
+/// A member of the election, as observers see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Participant {
+    /// The id the candidate joined with (its node's data).
+    pub id: String,
+    /// Full path of its node.
+    pub node: String,
+}
+
+/// Leader election: one leader (master) among the candidates on a path, the rest followers.
+///
+/// A candidate joins the contender queue under the election path with an
+/// EPHEMERAL_SEQUENTIAL node named `_c_<uuid>-latch-<seq>` holding its id, as Apache
+/// Curator's `LeaderLatch` does, so Rust and Java candidates can share one election. The
+/// first in the queue leads; every other candidate watches only its predecessor, so when a
+/// leader goes exactly one follower wakes and leadership passes in queue order.
+///
+/// * **Taking over.** A follower leads only once its own node is known to exist: one whose
+///   node was deleted by someone joins the queue again, at its end, and never leads on
+///   the old node.
+/// * **Stepping down.** A leader becomes [`Role::Follower`] as soon as its leadership can no
+///   longer be trusted: the session expires or is closed, the connection is suspended (see
+///   [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension)),
+///   or its node is deleted. It never learns of the loss later than the servers could let
+///   the next candidate lead. After a suspension that the session survived, it leads again
+///   with the same term once it has seen its node still there (its node was first all
+///   along, so nobody else led meanwhile).
+/// * **Terms.** [`Leadership::term`] is the zxid that created the leader's node: it grows
+///   with every new leader, a fencing token for what the leader writes.
+/// * **Session expiry.** A candidate re-joins the queue on the new session by default
+///   ([`LeaderElection::rejoin_after_expiry`]).
+/// * **Leaving.** [`Candidate::resign`] and dropping the candidate delete its node.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::LeaderElection;
+///
+/// let election = LeaderElection::new(&session, "/election/orders", "node-a")?;
+/// election
+///     .run(|leadership| async move {
+///         println!("leading in term {}", leadership.term());
+///         leadership.lost().await; // lead until the leadership is lost
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LeaderElection {
+    session: Session,
+    queue: Queue,
+    id: Arc<str>,
+    rejoin: bool,
+    backoff: Duration,
+}
+
+/// The first pause [`LeaderElection::run`] makes after a term that ended quickly.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+impl LeaderElection {
+    /// An election on `path` in which this process takes part as `id`.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `path` is malformed or too long.
+    /// * [`Error::InvalidArgument`] if `id` is empty or larger than ZooKeeper accepts in a
+    ///   node (960 KiB here).
+    ///
+    /// Nothing is sent to ZooKeeper.
+    pub fn new(session: &Session, path: &str, id: impl Into<String>) -> Result<LeaderElection> {
+        let id = id.into();
+        if id.is_empty() {
+            return Err(Error::InvalidArgument("participant id is empty".into()));
+        }
+        if id.len() > MAX_DATA {
+            return Err(Error::InvalidArgument(format!(
+                "participant id is {} bytes; a node holds at most {MAX_DATA}",
+                id.len()
+            )));
+        }
+        Ok(LeaderElection {
+            session: session.clone(),
+            queue: Queue::new(path, "latch-", Blockers::EVERY, session.node_acl())?,
+            id: id.into(),
+            rejoin: true,
+            backoff: Duration::from_secs(10),
+        })
+    }
+
+    /// Whether a candidate whose session expired joins again on the new session
+    /// (default `true`). With `false` its campaign ends with [`Error::SessionExpired`].
+    pub fn rejoin_after_expiry(mut self, rejoin: bool) -> LeaderElection {
+        self.rejoin = rejoin;
+        self
+    }
+
+    /// The longest pause [`run`](Self::run) makes before it joins again after a term that
+    /// ended quickly (default 10 s), so that a leader whose work fails at once (its
+    /// database is down) does not hammer the ensemble with terms. The pause starts at
+    /// 100 ms and doubles, up to this, while terms keep ending within the pause before
+    /// them; a term that lasts longer than that starts it again at 100 ms. Zero: no pause.
+    pub fn backoff(mut self, max: Duration) -> LeaderElection {
+        self.backoff = max;
+        self
+    }
+
+    /// The ACL of the nodes this election creates (its candidates' nodes, and the election
+    /// path and its parents where it makes them), instead of the session's
+    /// [`node_acl`](crate::SessionBuilder::node_acl). With
+    /// [`NodeAcl::CreatorAllWorldRead`], observers without credentials can still call
+    /// [`participants`](Self::participants) and [`leader`](Self::leader).
+    ///
+    /// A creator-only ACL on a session without credentials makes [`join`](Self::join) fail
+    /// with [`Error::InvalidAcl`] (the servers refuse it); nothing is created.
+    pub fn node_acl(mut self, acl: NodeAcl) -> LeaderElection {
+        self.queue = self.queue.with_acl(acl);
+        self
+    }
+
+    /// The election path.
+    pub fn path(&self) -> &str {
+        self.queue.root()
+    }
+
+    /// The session the election runs on.
+    pub(crate) fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Enters the queue and returns at once, as a [`Candidate`] that follows or leads in
+    /// the background.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the ACL of the path (or a parent) denies creating nodes
+    ///   (also how a wrong digest password shows); nothing is created.
+    /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
+    ///   without credentials).
+    /// * [`Error::EphemeralParent`] if the path lies under an ephemeral node.
+    /// * [`Error::ConnectionLoss`] as [`Mutex::lock`](crate::Mutex::lock).
+    /// * [`Error::Closed`] if the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a node created for a dropped `join()` is deleted in the background.
+    pub async fn join(&self) -> Result<Candidate> {
+        let span = info_span!("zk.election.join", path = %self.path(), id = %self.id, acl = ?self.queue.acl());
+        async {
+            let contender = self.enter().await?;
+            info!(node = %contender.node(), "joined");
+            Ok(Candidate::start(self.clone(), contender))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Enters the queue on the live session (waiting for one).
+    async fn enter(&self) -> Result<Contender> {
+        let entered = self
+            .queue
+            .enter(&self.session, self.id.as_bytes(), Wait::Forever);
+        entered.await?.ok_or(Error::Closed)
+    }
+
+    /// The current leader, if anyone is in the queue; works without joining.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   (or a new session is being made): it does not wait.
+    /// * [`Error::ConnectionLoss`] if the connection broke while it read.
+    /// * [`Error::Closed`] if the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants().await?.into_iter().next())
+    }
+
+    /// Everyone in the queue, leader first; works without joining. Foreign candidates on
+    /// the same path (Curator's `LeaderLatch`) are listed with their ids too.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   (or a new session is being made): it does not wait.
+    /// * [`Error::ConnectionLoss`] if the connection broke while it read.
+    /// * [`Error::Closed`] if the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        let span = info_span!("zk.election.participants", path = %self.path());
+        let contenders = self
+            .queue
+            .contenders(&self.session)
+            .instrument(span)
+            .await?;
+        Ok(contenders
+            .into_iter()
+            .map(|(name, data)| Participant {
+                id: String::from_utf8_lossy(&data).into_owned(),
+                node: path::join(self.path(), &name),
+            })
+            .collect())
+    }
+
+    /// Leads whenever this process is elected: joins, waits for leadership, runs
+    /// `lead(leadership)`, and gives leadership up when `lead` returns or leadership is
+    /// lost (then `lead`'s future is dropped); joins again and repeats, after a pause if the
+    /// term was short (see [`backoff`](Self::backoff)). Returns only on error; drop the
+    /// future to stop (the node is deleted).
+    ///
+    /// # Notable errors
+    /// As [`join`](Self::join).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it resigns.
+    pub async fn run<F, Fut>(&self, mut lead: F) -> Result<()>
+    where
+        F: FnMut(Leadership) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let mut pause = Duration::ZERO;
+        loop {
+            let candidate = self.join().await?;
+            let leadership = candidate.leadership().await?;
+            let (term, started) = (leadership.term(), tokio::time::Instant::now());
+            tokio::select! {
+                () = lead(leadership.clone()) => info!(term, "leader finished its work"),
+                loss = leadership.lost() => warn!(term, ?loss, "leadership lost while leading"),
+            }
+            match candidate.resign().await {
+                Ok(()) | Err(Error::Lost { .. }) => {}
+                Err(err) => return Err(err),
+            }
+            pause = match started.elapsed() > pause.max(FIRST_BACKOFF) {
+                true => Duration::ZERO,
+                false => (pause * 2).clamp(FIRST_BACKOFF, self.backoff.max(FIRST_BACKOFF)),
+            }
+            .min(self.backoff);
+            if !pause.is_zero() {
+                debug!(?pause, "the term was short; pausing before joining again");
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+}
