@@ -20,8 +20,8 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::signal::unix::{signal, SignalKind};
-use zk_recipes::{Group, LeaderElection, Leadership, Member, Session};
-use zookeeper_client::{Acls, CreateMode, MultiWriteError};
+use zk_recipes::{Error, Group, LeaderElection, Leadership, Member, Session, Written};
+use zookeeper_client::{Acls, CreateMode};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -106,34 +106,35 @@ fn assign(term: u64, members: &[Member], partitions: u32) -> String {
     format!("term={term:#x}{}", dealt.collect::<String>())
 }
 
-/// Writes `text` into the assignment node in one transaction behind a check of the
-/// leader's own node, so that it commits only while the leadership holds; the node's new
-/// version, or `None` if the leadership is gone. (The crate's `Leadership::fenced()` does
-/// the same; this stands in for it until it lands.)
+/// Writes `text` into the assignment node with a write fenced by `leadership`: it commits
+/// only while the leadership holds; the node's new version, or `None` if the leadership is
+/// gone.
 async fn publish(
     session: &Session,
     leadership: &Leadership,
     assignment: &str,
     text: &str,
 ) -> Result<Option<i32>, BoxError> {
-    // No live session: the leadership went with the last one.
-    let Some(client) = session.client() else {
-        return Ok(None);
-    };
     loop {
-        let mut write = client.new_multi_writer();
-        write.add_check_version(leadership.node(), -1)?;
-        write.add_set_data(assignment, text.as_bytes(), None)?;
+        let write = leadership
+            .fenced()
+            .set_data(assignment, text.as_bytes(), None);
         match write.commit().await {
-            Ok(results) => {
-                return Ok(results.iter().find_map(|result| match result {
-                    zookeeper_client::MultiWriteResult::SetData { stat } => Some(stat.version),
+            Ok(written) => {
+                return Ok(written.iter().find_map(|written| match written {
+                    Written::DataSet { version } => Some(*version),
                     _ => None,
                 }))
             }
-            Err(MultiWriteError::OperationFailed { index: 0, .. }) => return Ok(None),
-            Err(MultiWriteError::OperationFailed { index: 1, .. }) => {
-                // No assignment yet: an empty one, then the fenced write.
+            Err(Error::Lost { .. }) => return Ok(None),
+            Err(Error::FencedOpFailed {
+                reason: zookeeper_client::Error::NoNode,
+                ..
+            }) => {
+                // No assignment yet: an empty one (it assigns nothing), then the fenced write.
+                let Some(client) = session.client() else {
+                    return Ok(None);
+                };
                 let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
                 match client.create(assignment, &[], &persistent).await {
                     Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}

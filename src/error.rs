@@ -137,6 +137,21 @@ pub enum Error {
         node: String,
     },
 
+    /// The servers refused an operation of a [`Fenced`](crate::Fenced) transaction while
+    /// the hold was intact: nothing of the transaction was written. `index` counts the
+    /// caller's operations from 0, in the order added.
+    #[error("fenced operation {index} on {path:?} failed: {reason}; nothing was written")]
+    FencedOpFailed {
+        /// Which operation, counted from 0 in the order added.
+        index: usize,
+        /// The path it was on.
+        path: String,
+        /// Why the servers refused it (`NoNode`, `NodeExists`, `BadVersion`, `NotEmpty`,
+        /// `NoAuth`, …).
+        #[source]
+        reason: zookeeper_client::Error,
+    },
+
     /// Participants of one [`Semaphore`](crate::Semaphore) disagree about its maximum: leases
     /// are held under the maximum recorded at the semaphore, not this one. Nothing was
     /// acquired; give every participant the same maximum.

@@ -38,6 +38,10 @@ pub trait Hold: Send + Sync + std::fmt::Debug {
     /// * [`Error::Lost`](crate::Error::Lost) if it was lost before the release.
     /// * [`Error::NoAuth`](crate::Error::NoAuth) if the servers refuse the delete.
     async fn release(self: Box<Self>) -> Result<()>;
+    /// A transaction that commits only while the hold is intact; see [`Fenced`](crate::Fenced).
+    fn fenced(&self) -> crate::Fenced;
+    /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke).
+    async fn revocation_requested(&self) -> Result<()>;
 }
 
 /// Makes `$guard` a [`Hold`], with the same methods of its own (`fencing_token`, `node`,
@@ -104,6 +108,10 @@ macro_rules! hold {
             }
         }
 
+        impl $guard {
+            $crate::fenced::fence_methods!();
+        }
+
         #[async_trait::async_trait]
         impl $crate::guard::Hold for $guard {
             fn fencing_token(&self) -> u64 {
@@ -124,6 +132,14 @@ macro_rules! hold {
 
             async fn release(self: Box<Self>) -> $crate::error::Result<()> {
                 <$guard>::release(*self).await
+            }
+
+            fn fenced(&self) -> $crate::Fenced {
+                <$guard>::fenced(self)
+            }
+
+            async fn revocation_requested(&self) -> $crate::error::Result<()> {
+                <$guard>::revocation_requested(self).await
             }
         }
     };

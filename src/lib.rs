@@ -5,6 +5,7 @@
 //!   (no herd effect). Blocking, non-blocking and bounded-wait acquisition; fencing tokens;
 //!   a guard that learns when its lock is lost; cancellation that never leaks a node. Tasks
 //!   sharing one `Mutex` exclude each other as processes do.
+//! * [`KeyedMutex`]: a [`Mutex`] per key under one root (a lock per job, order or tenant).
 //! * [`RwLock`]: a read/write lock on the same queue: many readers or one writer, fair (a
 //!   reader that arrives after a waiting writer waits for it), each waiter woken alone by the
 //!   one contender it waits on.
@@ -44,25 +45,34 @@
 //! on); every async method here must be called from within a tokio runtime.
 
 mod acl;
+mod contenders;
 mod election;
 mod error;
+mod fenced;
 mod group;
 mod guard;
+mod keyed;
 mod lock;
 mod path;
+mod proclaim;
 mod queue;
+mod revoke;
 mod rwlock;
 mod semaphore;
 mod session;
 mod trust;
 
 pub use acl::NodeAcl;
+pub use contenders::{Access, Contender};
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
+pub use fenced::{Fenced, Written};
 pub use group::{Group, Member, Membership, Presence};
 pub use guard::Hold;
+pub use keyed::KeyedMutex;
 pub use lock::{DistributedLock, Mutex, MutexGuard};
 pub use path::check_path;
+pub use revoke::revoke;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
 pub use session::{CloseReason, Session, SessionBuilder, SessionEvent};

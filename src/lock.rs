@@ -45,6 +45,9 @@ pub trait DistributedLock: Send + Sync {
 /// * **Tasks.** Every [`lock`](Self::lock) is a contender of its own, so tasks sharing one
 ///   `Mutex` (in an `Arc`, or cloned) exclude each other exactly as processes do, as with
 ///   `tokio::sync::Mutex`. That includes two branches of one task (`join!`, `select!`).
+/// * **A lock per key** (per job, order, tenant): a new `Mutex` on `<root>/<key>` per
+///   acquisition costs no request and no more than one kept, or use
+///   [`KeyedMutex`](crate::KeyedMutex), which checks the key and hands out that `Mutex`.
 /// * **Re-entrancy** is explicit: [`MutexGuard::reenter`] gives the holder another guard on
 ///   the lock it holds, and the lock is released with the last of them. `lock()` while
 ///   holding waits for yourself, as with `tokio::sync::Mutex`.
@@ -86,8 +89,8 @@ pub trait DistributedLock: Send + Sync {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Mutex {
-    session: Session,
-    queue: Queue,
+    pub(crate) session: Session,
+    pub(crate) queue: Queue,
 }
 
 impl Mutex {

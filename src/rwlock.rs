@@ -20,7 +20,7 @@ const READER: &str = "__READ__";
 
 /// Whether a contender is a writer: ours and Curator's `…__WRIT__<seq>`, kazoo's
 /// `<hex>__lock__<seq>` (kazoo's readers are `<hex>__rlock__<seq>`).
-fn is_writer(name: &str) -> bool {
+pub(crate) fn is_writer(name: &str) -> bool {
     name.contains("__WRIT__") || name.contains("__lock__")
 }
 
@@ -84,9 +84,9 @@ fn is_reader(name: &str) -> bool {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RwLock {
-    session: Session,
-    readers: Queue,
-    writers: Queue,
+    pub(crate) session: Session,
+    pub(crate) readers: Queue,
+    pub(crate) writers: Queue,
 }
 
 impl RwLock {

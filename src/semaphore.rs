@@ -25,7 +25,7 @@ const RECORD: &str = "zk-recipes max leases ";
 const RECORD_ATTEMPTS: usize = 3;
 
 /// The maximum a leases node's data records, if it is a record.
-fn recorded(data: &[u8]) -> Option<u32> {
+pub(crate) fn recorded(data: &[u8]) -> Option<u32> {
     std::str::from_utf8(data)
         .ok()?
         .strip_prefix(RECORD)?
@@ -74,10 +74,10 @@ fn recorded(data: &[u8]) -> Option<u32> {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Semaphore {
-    session: Session,
-    gate: Mutex,
-    leases: Queue,
-    max: u32,
+    pub(crate) session: Session,
+    pub(crate) gate: Mutex,
+    pub(crate) leases: Queue,
+    pub(crate) max: u32,
 }
 
 impl Semaphore {

@@ -379,3 +379,27 @@ async fn a_join_dropped_after_its_create_leaves_no_node() {
     .await;
     await_empty(&zk_client, &root).await;
 }
+
+#[tokio::test]
+async fn a_members_fenced_write_commits_while_it_is_a_member() {
+    use zk_recipes::Hold as _;
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-fenced");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &root).unwrap().join("m", "").await.unwrap();
+    let target = format!("{root}-state");
+    let zk_client = observer(&hosts).await;
+    let persistent =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    zk_client
+        .create(&target, b"old", &persistent)
+        .await
+        .unwrap();
+    let fenced = member.fenced().set_data(&target, b"new", None);
+    fenced.commit().await.unwrap();
+    assert_eq!(zk_client.get_data(&target).await.unwrap().0, b"new");
+    zk_client.delete(&target, None).await.unwrap();
+    member.leave().await.unwrap();
+    await_empty(&zk_client, &root).await;
+}

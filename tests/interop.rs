@@ -388,7 +388,8 @@ async fn mutex_and_kazoo_hand_off_in_queue_order() {
     let zk = Ensemble::shared(1).await;
     let root = unique_root("kazoo-order");
     let peer = Peer::kazoo(zk, &root).await;
-    // kazoo's contenders(): node data in its queue order; ours is empty ("-").
+    // kazoo's contenders(): node data in its queue order; ours is our default id.
+    let ours = default_id();
     hand_offs_with(zk, peer, &root, "contenders", |queue| {
         queue
             .iter()
@@ -396,7 +397,7 @@ async fn mutex_and_kazoo_hand_off_in_queue_order() {
                 if name.contains("__lock__") {
                     "kazoo-main"
                 } else {
-                    "-"
+                    ours.as_str()
                 }
             })
             .collect::<Vec<_>>()
@@ -1074,4 +1075,78 @@ async fn group_members_of_curator_and_ours_see_one_group() {
     zk_harness::await_watch("no member", &mut view, |m| m.is_empty()).await;
     peer.quit().await;
     await_empty(&observer(&zk.connect_string()).await, &root).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Revocation and contenders with Curator
+
+/// The id zk-recipes' contenders carry by default: `<host name>/<process id>`.
+fn default_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("the host name");
+    format!("{}/{}", host.trim(), std::process::id())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_curator_holder_made_revocable_is_called_back_when_zk_recipes_asks() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("curator-revocable");
+    let client = observer(&zk.connect_string()).await;
+    let mut peer = Peer::curator(zk, &root).await;
+    assert_eq!(peer.call("revocable").await, "revocable");
+    let reply = peer.call("lock").await;
+    let peer_node = reply
+        .strip_prefix("locked ")
+        .expect("locked <node>")
+        .to_string();
+
+    let asker = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let mutex = Mutex::new(&asker, &root).unwrap();
+    // Curator's contender shows as its id whatever Curator stored in its node (Curator
+    // 5.4's InterProcessMutex stores nothing).
+    let seen = mutex.contenders().await.unwrap();
+    assert_eq!(
+        (seen[0].node.as_str(), seen[0].holds),
+        (peer_node.as_str(), true)
+    );
+    let stored = client.get_data(&peer_node).await.unwrap().0;
+    assert_eq!(seen[0].id.as_bytes(), stored);
+
+    assert_eq!(mutex.revoke_holders().await.unwrap(), vec![peer_node]);
+    let called = peer.line(zk_harness::PATIENCE).await;
+    assert_eq!(called.as_deref(), Some("revocation-requested"));
+    assert_eq!(peer.call("unlock").await, "unlocked");
+    peer.quit().await;
+    await_empty(&client, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_zk_recipes_holder_hears_curators_revoker() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("curator-revoker");
+    let client = observer(&zk.connect_string()).await;
+    let holder = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    let mut peer = Peer::curator(zk, &root).await;
+    // Curator sees our contender, with our id as its data.
+    assert_eq!(peer.call("nodes").await, guard.node());
+    assert_eq!(
+        client.get_data(guard.node()).await.unwrap().0,
+        default_id().as_bytes()
+    );
+
+    assert_eq!(
+        peer.call(&format!("revoke {}", guard.node())).await,
+        "revoked"
+    );
+    bounded(
+        "the holder hears Curator",
+        zk_harness::PATIENCE,
+        guard.revocation_requested(),
+    )
+    .await
+    .unwrap();
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+    peer.quit().await;
+    await_empty(&client, &root).await;
 }

@@ -4,7 +4,8 @@
 //!
 //! `cargo bench --bench lock` (its run time and results: `benches/README.md`), `-- --quick`
 //! for a short run.
-//! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election, recipes),
+//! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election, recipes,
+//! per-key),
 //! `--waiters 100,1000,10000`, `--drain-timeout <secs>`, `--reps <n>`.
 //!
 //! Prints one markdown table of medians over the repetitions, with the spread
@@ -21,6 +22,8 @@ mod contended;
 mod delay;
 mod drain;
 mod failover;
+mod per_key;
+mod per_key_one;
 mod recipes;
 mod side;
 mod table;
@@ -144,6 +147,9 @@ async fn run(opts: &Opts) -> Table {
     }
     if opts.runs("recipes") {
         recipes::run(&mut table, opts, &standalone).await;
+    }
+    if opts.runs("per-key") {
+        per_key::run(&mut table, opts, &standalone).await;
     }
     drop(standalone);
     table

@@ -261,13 +261,13 @@ fn peer_lock_args(root: &str) -> (zk::LockPrefix<'_>, zk::LockOptions<'static>) 
     (prefix, options)
 }
 
-async fn peer_lock<'c>(client: &'c zk::Client, root: &str) -> zk::LockClient<'c> {
+pub async fn peer_lock<'c>(client: &'c zk::Client, root: &str) -> zk::LockClient<'c> {
     let (prefix, options) = peer_lock_args(root);
     client.lock(prefix, b"", options).await.expect("peer lock")
 }
 
 /// Deletes the peer's lock node and waits for the server, as `MutexGuard::release` does.
-async fn peer_release(lock: zk::LockClient<'_>) {
+pub async fn peer_release(lock: zk::LockClient<'_>) {
     let client = lock.client();
     client
         .delete(lock.lock_path(), None)

@@ -121,3 +121,32 @@ pub fn wire_drain(waiters: usize, ratio: f64) -> Target {
         Target::default()
     }
 }
+
+/// Per-key locks, ours / the peer's acquisitions per second: on the wire, at least 1.4 ×
+/// zookeeper-client's and 1.5 × Curator's on one session, 1.0 × on 8; on loopback at least
+/// zookeeper-client's (Curator: no target).
+pub fn per_key(curator: bool, wire: bool, sessions: usize, ratio: f64) -> Target {
+    let least = match (wire, sessions, curator) {
+        (true, 1, false) => 1.4,
+        (true, 1, true) => 1.5,
+        (true, _, _) | (false, _, false) => 1.0,
+        (false, _, true) => return Target::default(),
+    };
+    Target::new(format!("≥ {least}"), ratio >= least)
+}
+
+/// Server transactions per acquisition: no more than the peer's.
+pub fn transactions(ours: f64, peer: f64) -> Target {
+    Target::new("≤ peer", ours <= peer + 0.05)
+}
+
+/// First touch (the key's path does not exist): an acquisition in at most three round
+/// trips.
+pub fn first_touch(round_trips: f64) -> Target {
+    Target::new("≤ 3 round trips", round_trips <= 3.2)
+}
+
+/// A new `Mutex` per acquisition costs no more than one kept per key, within noise (5 %).
+pub fn new_value(ratio: f64) -> Target {
+    Target::new("≤ 1.05 × reused", ratio <= 1.05)
+}

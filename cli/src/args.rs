@@ -8,6 +8,7 @@ use clap::builder::NonEmptyStringValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration;
+use crate::revoke::OnRevoke;
 use crate::status;
 
 /// A recipe path, checked as the library checks it, before connecting: a bad one exits 64
@@ -91,6 +92,11 @@ pub enum Command {
     /// signal.
     #[command(after_help = help(JOIN_EXAMPLES))]
     Join(Join),
+    /// Ask whoever holds the lock (or leads) at PATH now to let go, as Curator's Revoker
+    /// does: writes `__REVOKE__` into each holder's node and prints each node asked. A
+    /// request, not a loss: the holder decides (`lock --on-revoke=release` lets go).
+    #[command(after_help = help(REVOKE_EXAMPLES))]
+    Revoke(Revoke),
     /// zk-recipes' own: the watchdog of CMD's process group (see `child`).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
@@ -187,6 +193,17 @@ pub struct Join {
     pub connection: Connection,
 }
 
+/// `revoke PATH`.
+#[derive(Debug, Args)]
+pub struct Revoke {
+    /// The path of a lock, a read/write lock or an election (Rust's or Curator's); not a
+    /// semaphore's.
+    #[arg(value_parser = path)]
+    pub path: String,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
 /// How to reach ZooKeeper.
 #[derive(Debug, Args)]
 pub struct Connection {
@@ -254,6 +271,10 @@ pub struct Run {
     /// node); existing nodes keep their ACL.
     #[arg(long, value_name = "ACL", default_value = "open")]
     pub node_acl: NodeAclOption,
+    /// When someone asks the holder to let go (`zk-recipes revoke`, Curator's Revoker):
+    /// `release` stops CMD as on a loss and exits 80; `ignore` keeps holding.
+    #[arg(long, value_name = "WHAT", default_value = "ignore")]
+    pub on_revoke: OnRevoke,
     /// The command to run, after `--`, with its arguments. It runs in a process group of
     /// its own, with zk-recipes' standard input and output.
     #[arg(last = true, value_name = "CMD")]
@@ -283,6 +304,11 @@ Examples:
 
   # Lead once, then exit with the job's status:
   zk-recipes elect --once /election/report --id \"$(hostname)\" -- ./report.sh";
+
+const REVOKE_EXAMPLES: &str = "\
+Examples:
+  # Ask the holder of the backup lock to let go (it runs `lock --on-revoke=release`):
+  zk-recipes revoke /locks/backup";
 
 const OBSERVE_EXAMPLES: &str = "\
 Examples:

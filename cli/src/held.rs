@@ -26,6 +26,7 @@ use zk_recipes::{Hold, Loss, Result};
 
 use crate::args::Run;
 use crate::child::{self, Child, SpawnError};
+use crate::revoke::revoked;
 use crate::say::say;
 use crate::signals::Signals;
 use crate::status;
@@ -85,6 +86,9 @@ pub enum Outcome {
     Stopped(Option<ExitStatus>),
     /// The holding was lost; CMD, if it ran, was stopped.
     Lost,
+    /// Someone asked the holder to let go (`--on-revoke=release`); CMD, if it ran, was
+    /// stopped.
+    Revoked,
     /// CMD could not be started.
     NotStarted(io::Error),
     /// CMD could not be waited for, or its watchdog not started.
@@ -98,6 +102,7 @@ impl Outcome {
             Outcome::Finished(exit) | Outcome::Stopped(Some(exit)) => status::of_exit(*exit),
             Outcome::Stopped(None) => 0,
             Outcome::Lost => status::LOST,
+            Outcome::Revoked => status::REVOKED,
             Outcome::NotStarted(err) => status::of_spawn_error(err),
             Outcome::Unknown => status::OS_ERROR,
         }
@@ -148,6 +153,10 @@ pub async fn hold(held: &dyn Hold, kind: Kind, run: &Run, signals: &mut Signals)
                 report_loss(kind, loss);
                 Outcome::Lost
             }
+            () = revoked(held, run.on_revoke) => {
+                say!("{} revoked: asked to let go", kind.what);
+                Outcome::Revoked
+            }
             _ = signals.recv() => Outcome::Stopped(None),
         };
     }
@@ -176,6 +185,7 @@ async fn supervise(
     signals: &mut Signals,
 ) -> Outcome {
     let mut lost = false;
+    let mut asked = false;
     let mut kill_at = None;
     let mut stopped = false;
     loop {
@@ -187,6 +197,7 @@ async fn supervise(
                         Outcome::Unknown
                     }
                     (Ok(_), true, _) => Outcome::Lost,
+                    (Ok(_), false, _) if asked => Outcome::Revoked,
                     (Ok(exit), false, true) => Outcome::Stopped(Some(exit)),
                     (Ok(exit), false, false) => Outcome::Finished(exit),
                 };
@@ -196,6 +207,12 @@ async fn supervise(
                 say!("stopping CMD: SIGTERM, SIGKILL after {:?}", run.kill_after);
                 child.signal(Signal::SIGTERM);
                 lost = true;
+                kill_at = Some(Instant::now() + run.kill_after);
+            }
+            () = revoked(held, run.on_revoke), if !lost && !asked => {
+                say!("{} revoked: asked to let go; stopping CMD: SIGTERM, SIGKILL after {:?}", kind.what, run.kill_after);
+                child.signal(Signal::SIGTERM);
+                asked = true;
                 kill_at = Some(Instant::now() + run.kill_after);
             }
             () = at(kill_at) => {

@@ -31,6 +31,7 @@ mod join;
 mod lock;
 mod members;
 mod observe;
+mod revoke;
 mod say;
 mod security;
 mod session;
@@ -103,6 +104,7 @@ async fn run(command: &Command) -> u8 {
         }
         Command::Members(args) => session::run(args, &mut signals).await,
         Command::Join(args) => session::run(args, &mut signals).await,
+        Command::Revoke(args) => session::run(args, &mut signals).await,
         Command::Watchdog => status::USAGE,
     }
 }

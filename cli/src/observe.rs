@@ -11,68 +11,59 @@
 //!   waits for it, and after a session expiry it goes on with the new session.
 //!
 //! Neither joins anything: observing leaves no node and takes no place in a queue. The
-//! contenders of each queue (PATH's, or a semaphore's two) are listed in order by
-//! [`LeaderElection::participants`], which lists any contender queue.
+//! contenders are listed, in order and with who holds, by the library's `contenders()` of
+//! the recipe PATH is for ([`look`]).
 
 use std::io::{self, Write as _};
 
 use tokio::sync::watch;
 use tracing::{debug, info_span, Instrument};
-use zk_recipes::{Error, LeaderElection, Result, Session, SessionEvent};
+use zk_recipes::{Contender, Error, Mutex, Result, RwLock, Semaphore, Session, SessionEvent};
 use zookeeper_client::{OneshotWatcher, WatchedEvent};
 
 use crate::args::{Connection, Observe};
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-use crate::view::{self, Seen};
+use crate::view::{self, Recipe, Seen, RWLOCK_MARKS};
 
-/// The id an observer's election is made with; never written anywhere, as it never joins.
-const OBSERVER: &str = "zk-recipes-observer";
-
-/// What `PATH/leases`' data says before a semaphore's maximum (see `Semaphore`).
-const MAX_RECORD: &str = "zk-recipes max leases ";
-
-/// The queues a look reads: PATH's own, and those of a semaphore on PATH.
-struct Queues {
-    path: LeaderElection,
-    leases: LeaderElection,
-    locks: LeaderElection,
+/// What PATH holds now; `children`, PATH's children listed before, tell a semaphore. The
+/// recipe is told by its nodes' names: `…-latch-<seq>` an election (`LeaderElection`,
+/// Curator's `LeaderLatch`), `…__READ__<seq>`/`…__WRIT__<seq>` or kazoo's `…__rlock__<seq>`
+/// a read/write lock, anything else a lock; a path with `leases` or `locks` children and
+/// no contender of its own is a semaphore's.
+async fn look(session: &Session, path: &str, children: &[String]) -> Result<Seen> {
+    let mutex = Mutex::new(session, path)?;
+    let contenders = mutex.contenders().await?;
+    if contenders.is_empty() && semaphore(children) {
+        let max = Semaphore::new(session, path, 1)?.recorded_max().await?;
+        let semaphore = Semaphore::new(session, path, max.unwrap_or(u32::MAX))?;
+        let contenders = semaphore.contenders().await?;
+        return Ok(Seen::Semaphore { max, contenders });
+    }
+    match recipe(&contenders) {
+        Recipe::RwLock => {
+            let contenders = RwLock::new(session, path)?.contenders().await?;
+            Ok(Seen::Queue(Recipe::RwLock, contenders))
+        }
+        recipe => Ok(Seen::Queue(recipe, contenders)),
+    }
 }
 
-impl Queues {
-    fn new(session: &Session, path: &str) -> Result<Queues> {
-        let path = LeaderElection::new(session, path, OBSERVER)?;
-        let part = |name: &str| {
-            let parent = path.path().trim_end_matches('/');
-            LeaderElection::new(session, &format!("{parent}/{name}"), OBSERVER)
-        };
-        Ok(Queues {
-            leases: part("leases")?,
-            locks: part("locks")?,
-            path,
+/// Whose queue `contenders` are, by their nodes' names.
+pub fn recipe(contenders: &[Contender]) -> Recipe {
+    let marked = |marks: &[&str]| {
+        contenders.iter().any(|c| {
+            let name = c.node.rsplit('/').next().unwrap_or(&c.node);
+            marks.iter().any(|mark| name.contains(mark))
         })
-    }
-
-    /// What PATH holds now; `children`, PATH's children listed before, tell a semaphore.
-    async fn look(&self, session: &Session, children: &[String]) -> Result<Seen> {
-        let contenders = self.path.participants().await?;
-        if !contenders.is_empty() || !semaphore(children) {
-            return Ok(Seen::Queue(contenders));
-        }
-        let client = session.client().ok_or(Error::Renewing)?;
-        let max = match client.get_data(self.leases.path()).await {
-            Ok((data, _)) => String::from_utf8_lossy(&data)
-                .strip_prefix(MAX_RECORD)
-                .and_then(|max| max.parse().ok()),
-            Err(zookeeper_client::Error::NoNode) => None,
-            Err(err) => return Err(refused(self.leases.path(), err)),
-        };
-        Ok(Seen::Semaphore {
-            max,
-            leases: self.leases.participants().await?,
-            acquirers: self.locks.participants().await?,
-        })
+    };
+    if marked(&["-latch-"]) {
+        Recipe::Election
+    } else if marked(&RWLOCK_MARKS) {
+        Recipe::RwLock
+    } else {
+        Recipe::Lock
     }
 }
 
@@ -96,26 +87,22 @@ impl OnSession for Look<'_> {
     }
 
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {
-        let (path, json) = (&self.args.path, self.args.json);
-        let queues = match Queues::new(session, path) {
-            Ok(queues) => queues,
-            Err(err) => return status::report(&err),
-        };
+        let (path, json) = (self.args.path.as_str(), self.args.json);
         if self.follow {
-            return match signals.or(follow(session, &queues, json)).await {
+            return match signals.or(follow(session, path, json)).await {
                 Err(_) | Ok(Ok(())) => 0,
                 Ok(Err(err)) => status::report(&err),
             };
         }
         let looked = async {
-            let children = list(session, queues.path.path()).await?;
-            queues.look(session, &children).await
+            let children = list(session, path).await?;
+            look(session, path, &children).await
         };
         match signals.or(looked).await {
             Err(signal) => status::of_signal(signal),
             Ok(Err(err)) => status::report(&err),
             Ok(Ok(seen)) => {
-                print(&view::line(queues.path.path(), &seen, json));
+                print(&view::line(path, &seen, json));
                 0
             }
         }
@@ -123,22 +110,21 @@ impl OnSession for Look<'_> {
 }
 
 /// Prints a line for every change of what PATH holds. Returns when stdout is closed.
-async fn follow(session: &Session, queues: &Queues, json: bool) -> Result<()> {
+async fn follow(session: &Session, path: &str, json: bool) -> Result<()> {
     let mut events = session.events();
     let mut shown: Option<Seen> = None;
-    let path = queues.path.path();
     loop {
         events.borrow_and_update();
         let looked = async {
             let (watcher, children) = watch_path(session, path).await?;
             let parts = match semaphore(&children) {
                 true => Some((
-                    watch_path(session, queues.leases.path()).await?.0,
-                    watch_path(session, queues.locks.path()).await?.0,
+                    watch_path(session, &format!("{path}/leases")).await?.0,
+                    watch_path(session, &format!("{path}/locks")).await?.0,
                 )),
                 false => None,
             };
-            Ok((watcher, parts, queues.look(session, &children).await?))
+            Ok((watcher, parts, look(session, path, &children).await?))
         };
         let (watcher, parts, seen) = match looked.await {
             Ok(looked) => looked,
@@ -235,4 +221,35 @@ async fn next_event(events: &mut watch::Receiver<SessionEvent>) -> Result<()> {
 fn print(line: &str) -> bool {
     let mut out = io::stdout().lock();
     writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zk_recipes::Access;
+
+    fn at(node: &str) -> Contender {
+        Contender {
+            node: node.into(),
+            token: 1,
+            holds: false,
+            access: Access::Exclusive,
+            id: String::new(),
+            revocation_requested: false,
+        }
+    }
+
+    #[test]
+    fn the_recipe_is_told_by_the_nodes_names() {
+        let told = |nodes: &[&str]| recipe(&nodes.iter().map(|n| at(n)).collect::<Vec<_>>());
+        assert_eq!(told(&["/e/_c_1-latch-0000000001"]), Recipe::Election);
+        assert_eq!(told(&["/l/_c_1-lock-0000000001"]), Recipe::Lock);
+        assert_eq!(told(&["/rw/_c_1-__WRIT__0000000001"]), Recipe::RwLock);
+        // kazoo's reader and writer; a queue of kazoo's writers alone is a lock.
+        let kazoo = ["/k/ab__rlock__0000000001", "/k/cd__lock__0000000002"];
+        assert_eq!(told(&kazoo), Recipe::RwLock);
+        assert_eq!(told(&kazoo[1..]), Recipe::Lock);
+        // A path whose name looks like a mark is told by its nodes, not by itself.
+        assert_eq!(told(&["/__READ__/_c_1-lock-0000000001"]), Recipe::Lock);
+    }
 }

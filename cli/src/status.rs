@@ -13,10 +13,13 @@
 //! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD, starting CMD's watchdog |
 //! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |
 //! | 79 | the lock or leadership was lost while CMD ran; CMD was killed |
+//! | 80 | `lock`/`elect --on-revoke=release`: someone asked the holder to let go (`zk-recipes revoke`, Curator's `Revoker`); CMD was stopped and the lock or leadership let go |
+//! | 81 | `revoke`: nobody holds PATH; nobody was asked |
 //! | 126, 127 | CMD could not be run, or was not found (as in shells) |
 //! | 128+N | stopped by signal N (SIGINT, SIGTERM, SIGHUP, SIGQUIT) while waiting; CMD did not run |
 //!
-//! 79 is the first status past the `sysexits.h` range, which has no status for "lost".
+//! 79 is the first status past the `sysexits.h` range, which has no status for "lost"; 80
+//! and 81 follow it.
 
 use std::io;
 use std::process::ExitStatus;
@@ -36,6 +39,10 @@ pub const OS_ERROR: u8 = 71;
 pub const TIMED_OUT: u8 = 75;
 /// Lost while CMD ran; CMD was killed.
 pub const LOST: u8 = 79;
+/// Asked to let go with `--on-revoke=release`; CMD was stopped.
+pub const REVOKED: u8 = 80;
+/// `revoke`: nobody holds PATH.
+pub const NOBODY: u8 = 81;
 /// CMD was found but could not be run.
 pub const CANNOT_RUN: u8 = 126;
 /// CMD was not found.
@@ -53,6 +60,9 @@ Exit status:
                  starting its watchdog)
   75             not acquired within --timeout; CMD did not run
   79             the lock or leadership was lost while CMD ran; CMD was killed
+  80             --on-revoke=release: the holder was asked to let go (zk-recipes
+                 revoke, Curator's Revoker); CMD was stopped, the hold let go
+  81             revoke: nobody holds PATH; nobody was asked
   126, 127       CMD could not be run, or was not found
   128+N          stopped by signal N while waiting; CMD did not run";
 

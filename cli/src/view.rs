@@ -1,49 +1,54 @@
 //! What `observe` and `status` print about a path: one line per look.
 //!
 //! A look ([`Seen`]) finds either a queue of contenders directly under the path, in queue
-//! order, or a semaphore's leases and acquirers. A queue is an election's when its nodes
-//! are named `…-latch-<seq>` (`LeaderElection`, Curator's `LeaderLatch`), a read/write
-//! lock's when they are named `…__READ__<seq>`/`…__WRIT__<seq>` (`RwLock`, Curator's
-//! `InterProcessReadWriteLock`) or kazoo's `…__rlock__<seq>` are among them (kazoo's
-//! writers are `…__lock__<seq>`), else a lock's. In an election the first leads; in a lock
-//! the first holds; in a read/write lock a writer holds when first, readers hold when no
-//! writer is ahead. A semaphore's leases hold, in order, up to the maximum recorded in
-//! `PATH/leases`' data (`zk-recipes max leases N`; all of them if none is recorded); a
-//! lease beyond it is the acquirer passing in, waiting for the count, whose node is then
-//! the first of `PATH/locks` (it is told once, by its lease); the acquirers in `PATH/locks`
-//! wait in order.
+//! order, or a semaphore's leases and acquirers, as the library lists them
+//! (`Mutex::contenders`, `RwLock::contenders`, `Semaphore::contenders`), who holds
+//! included: in an election the first leads; in a lock the first holds; in a read/write
+//! lock a writer holds when first, readers hold when no writer is ahead; a semaphore's
+//! leases hold, in order, up to the maximum recorded in `PATH/leases` (all of them if none
+//! is recorded), and a lease beyond it is the acquirer passing in. Which recipe a queue is
+//! comes from its nodes' names (see `observe`).
 //!
 //! * Text: `PATH: leader ID; followers: ID, ID`, `PATH: held by NAME; waiting: NAME`,
 //!   `PATH: read by NAME, NAME; waiting: writer NAME, reader NAME`, `PATH: written by
 //!   NAME; nobody waiting`, `PATH: 2 of 3 leases: NAME, NAME; waiting: NAME`, or `PATH:
-//!   empty`. A contender is named by its id (its node's data) or, without one (a
-//!   `zk-recipes lock`), by its node's name. A name or path that holds anything but
-//!   printable characters, or `,`, `;`, `"` or `\`, is shown quoted with Rust's escapes
-//!   (`"a\n/x: leader b"`): node data is anyone's to write, and must not forge a line or
-//!   a list.
+//!   empty`. A contender is named by its id (its node's data: zk-recipes' default is
+//!   `<host name>/<pid>`) or, without one (Curator's `InterProcessMutex`), by its node's
+//!   name. A name or path that holds anything but printable characters, or `,`, `;`, `"`
+//!   or `\`, is shown quoted with Rust's escapes (`"a\n/x: leader b"`): node data is
+//!   anyone's to write, and must not forge a line or a list.
 //! * `--json`: `{"path", "kind": "election", "leader", "participants"}` (participants
 //!   include the leader), `{"path", "kind": "lock", "holder", "waiters"}`, `{"path", "kind":
 //!   "rwlock", "holders", "waiters"}`, `{"path", "kind": "semaphore", "max", "leases",
 //!   "waiting"}` (`max`: `null` if none is recorded), or `{"path", "kind": "empty"}`; each
-//!   contender is `{"id", "node"}` (`node`: full path), with `"mode": "read"|"write"` in a
-//!   read/write lock.
+//!   contender is `{"id", "node", "token", "revocation_requested"}` (`node`: full path;
+//!   `token`: its fencing token; `revocation_requested`: someone asked it to let go), with
+//!   `"mode": "read"|"write"` in a read/write lock.
 
 use std::borrow::Cow;
 
 use serde_json::{json, Value};
-use zk_recipes::Participant;
+use zk_recipes::{Access, Contender};
 
 /// What a look at a path found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Seen {
-    /// The contenders of the queue directly under the path, first first (none: empty).
-    Queue(Vec<Participant>),
-    /// A semaphore: the maximum recorded, the leases and the acquirers, each first first.
+    /// The contenders of the queue directly under the path, first first (none: empty), and
+    /// whose queue it is.
+    Queue(Recipe, Vec<Contender>),
+    /// A semaphore: the maximum recorded, the leases then the acquirers, first first.
     Semaphore {
         max: Option<u32>,
-        leases: Vec<Participant>,
-        acquirers: Vec<Participant>,
+        contenders: Vec<Contender>,
     },
+}
+
+/// Whose queue is directly under a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recipe {
+    Election,
+    Lock,
+    RwLock,
 }
 
 /// How one kind of queue is told.
@@ -113,61 +118,35 @@ const SEMAPHORE: Kind = Kind {
 };
 
 /// Node name parts that make a queue a read/write lock's.
-const RWLOCK_MARKS: [&str; 3] = ["__READ__", "__WRIT__", "__rlock__"];
-/// Node name parts of writers: ours and Curator's, kazoo's.
-const WRITER_MARKS: [&str; 2] = ["__WRIT__", "__lock__"];
+pub const RWLOCK_MARKS: [&str; 3] = ["__READ__", "__WRIT__", "__rlock__"];
 
 /// A look told: its kind, every contender in order, and how many of the first hold.
 struct Split<'a> {
     kind: &'static Kind,
-    contenders: Vec<&'a Participant>,
+    contenders: Vec<&'a Contender>,
     held: usize,
 }
 
 /// Tells `seen`; `None` if nothing is there.
 fn split(seen: &Seen) -> Option<Split<'_>> {
-    match seen {
-        Seen::Queue(participants) => {
-            let first = participants.first()?;
-            let marked = |marks: &[&str]| {
-                participants
-                    .iter()
-                    .any(|p| marks.iter().any(|mark| node_name(p).contains(mark)))
+    let (kind, contenders) = match seen {
+        Seen::Queue(recipe, contenders) => {
+            let first = contenders.first()?;
+            let kind = match recipe {
+                Recipe::Election => &ELECTION,
+                Recipe::Lock => &LOCK,
+                Recipe::RwLock if first.access == Access::Write => &WRITE,
+                Recipe::RwLock => &READ,
             };
-            let (kind, held) = if marked(&["-latch-"]) {
-                (&ELECTION, 1)
-            } else if !marked(&RWLOCK_MARKS) {
-                (&LOCK, 1)
-            } else if writes(first) {
-                (&WRITE, 1)
-            } else {
-                let readers = participants.iter().position(writes);
-                (&READ, readers.unwrap_or(participants.len()))
-            };
-            let contenders = participants.iter().collect();
-            Some(Split {
-                kind,
-                contenders,
-                held,
-            })
+            (kind, contenders)
         }
-        Seen::Semaphore {
-            max,
-            leases,
-            acquirers,
-        } => {
-            let max = max.map_or(usize::MAX, |max| usize::try_from(max).unwrap_or(usize::MAX));
-            let held = leases.len().min(max);
-            // A lease beyond the maximum is the first acquirer's, passing in.
-            let passing = usize::from(held < leases.len());
-            let contenders = leases.iter().chain(acquirers.iter().skip(passing));
-            Some(Split {
-                kind: &SEMAPHORE,
-                contenders: contenders.collect(),
-                held,
-            })
-        }
-    }
+        Seen::Semaphore { contenders, .. } => (&SEMAPHORE, contenders),
+    };
+    Some(Split {
+        kind,
+        held: contenders.iter().take_while(|c| c.holds).count(),
+        contenders: contenders.iter().collect(),
+    })
 }
 
 /// Renders what a look at `path` saw.
@@ -186,10 +165,10 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
     let (holders, rest) = contenders.split_at(held);
     let max = match seen {
         Seen::Semaphore { max, .. } => Some(*max),
-        Seen::Queue(_) => None,
+        Seen::Queue(..) => None,
     };
     if json {
-        let object = |p: &&Participant| object(p, kind.modes);
+        let object = |p: &&Contender| object(p, kind.modes);
         let listed = if kind.list_has_held {
             &contenders
         } else {
@@ -206,7 +185,7 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
         }
         return line.to_string();
     }
-    let names = |list: &[&Participant], modes: bool| -> String {
+    let names = |list: &[&Contender], modes: bool| -> String {
         let names: Vec<String> = list
             .iter()
             .map(|p| match modes {
@@ -249,33 +228,32 @@ fn shown(text: &str) -> Cow<'_, str> {
 }
 
 /// The id, or the node's name if the id is empty.
-fn name(participant: &Participant) -> &str {
-    match participant.id.as_str() {
-        "" => node_name(participant),
+fn name(contender: &Contender) -> &str {
+    match contender.id.as_str() {
+        "" => node_name(contender),
         id => id,
     }
 }
 
 /// The last part of the node's path.
-fn node_name(participant: &Participant) -> &str {
-    participant
-        .node
-        .rsplit('/')
-        .next()
-        .unwrap_or(&participant.node)
+fn node_name(contender: &Contender) -> &str {
+    contender.node.rsplit('/').next().unwrap_or(&contender.node)
 }
 
 /// Whether a read/write lock's contender is a writer.
-fn writes(participant: &Participant) -> bool {
-    WRITER_MARKS
-        .iter()
-        .any(|mark| node_name(participant).contains(mark))
+fn writes(contender: &Contender) -> bool {
+    contender.access == Access::Write
 }
 
-fn object(participant: &Participant, modes: bool) -> Value {
-    let mut object = json!({"id": participant.id, "node": participant.node});
+fn object(contender: &Contender, modes: bool) -> Value {
+    let mut object = json!({
+        "id": contender.id,
+        "node": contender.node,
+        "token": contender.token,
+        "revocation_requested": contender.revocation_requested,
+    });
     if modes {
-        object["mode"] = match writes(participant) {
+        object["mode"] = match writes(contender) {
             true => "write",
             false => "read",
         }
@@ -287,29 +265,44 @@ fn object(participant: &Participant, modes: bool) -> Value {
 mod tests {
     use super::*;
 
-    fn participant(id: &str, node: &str) -> Participant {
-        Participant {
-            id: id.into(),
+    fn contender(id: &str, node: &str, holds: bool, access: Access) -> Contender {
+        Contender {
             node: node.into(),
+            token: 1,
+            holds,
+            access,
+            id: id.into(),
+            revocation_requested: false,
         }
+    }
+
+    /// An election's or a lock's contenders: the first holds.
+    fn queue(recipe: Recipe, ids_and_nodes: &[(&str, &str)]) -> Seen {
+        let contenders = ids_and_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (id, node))| contender(id, node, i == 0, Access::Exclusive))
+            .collect();
+        Seen::Queue(recipe, contenders)
     }
 
     #[test]
     fn election() {
-        let a = participant("node-a", "/e/_c_1-latch-0000000001");
-        let b = participant("node-b", "/e/_c_2-latch-0000000002");
+        let a = ("node-a", "/e/_c_1-latch-0000000001");
+        let b = ("node-b", "/e/_c_2-latch-0000000002");
         assert_eq!(
-            line("/e", &Seen::Queue(vec![a.clone()]), false),
+            line("/e", &queue(Recipe::Election, &[a]), false),
             "/e: leader node-a; no followers"
         );
         assert_eq!(
-            line("/e", &Seen::Queue(vec![a.clone(), b.clone()]), false),
+            line("/e", &queue(Recipe::Election, &[a, b]), false),
             "/e: leader node-a; followers: node-b"
         );
         let parsed: Value =
-            serde_json::from_str(&line("/e", &Seen::Queue(vec![a, b]), true)).unwrap();
+            serde_json::from_str(&line("/e", &queue(Recipe::Election, &[a, b]), true)).unwrap();
         assert_eq!(parsed["kind"], "election");
         assert_eq!(parsed["leader"]["id"], "node-a");
+        assert_eq!(parsed["leader"]["token"], 1);
         assert_eq!(
             parsed["participants"][1]["node"],
             "/e/_c_2-latch-0000000002"
@@ -318,27 +311,32 @@ mod tests {
 
     #[test]
     fn lock() {
-        let a = participant("", "/l/_c_1-lock-0000000001");
-        let b = participant("", "/l/_c_2-lock-0000000002");
-        let c = participant("", "/l/_c_3-lock-0000000003");
+        let a = ("", "/l/_c_1-lock-0000000001");
+        let b = ("vm/17", "/l/_c_2-lock-0000000002");
+        let c = ("", "/l/_c_3-lock-0000000003");
         assert_eq!(
-            line("/l", &Seen::Queue(vec![a.clone(), b.clone(), c]), false),
-            "/l: held by _c_1-lock-0000000001; waiting: _c_2-lock-0000000002, _c_3-lock-0000000003"
+            line("/l", &queue(Recipe::Lock, &[a, b, c]), false),
+            "/l: held by _c_1-lock-0000000001; waiting: vm/17, _c_3-lock-0000000003"
         );
         let parsed: Value =
-            serde_json::from_str(&line("/l", &Seen::Queue(vec![a, b]), true)).unwrap();
+            serde_json::from_str(&line("/l", &queue(Recipe::Lock, &[a, b]), true)).unwrap();
         assert_eq!(parsed["kind"], "lock");
         assert_eq!(parsed["holder"]["node"], "/l/_c_1-lock-0000000001");
+        assert_eq!(parsed["holder"]["revocation_requested"], false);
         assert_eq!(parsed["waiters"].as_array().map(Vec::len), Some(1));
     }
 
     #[test]
     fn text_that_could_forge_a_line_or_a_list_is_quoted() {
-        let forged = participant("a\n/t/x: leader forged", "/t/_c_1-latch-0000000001");
-        let listed = participant("b, c; d", "/t/_c_2-latch-0000000002");
-        let plain = participant("host-1.example émoji ✓", "/t/_c_3-latch-0000000003");
-        let hidden = participant("x\u{202e}y", "/t/_c_4-latch-0000000004");
-        let seen = Seen::Queue(vec![forged, listed, plain, hidden]);
+        let seen = queue(
+            Recipe::Election,
+            &[
+                ("a\n/t/x: leader forged", "/t/_c_1-latch-0000000001"),
+                ("b, c; d", "/t/_c_2-latch-0000000002"),
+                ("host-1.example émoji ✓", "/t/_c_3-latch-0000000003"),
+                ("x\u{202e}y", "/t/_c_4-latch-0000000004"),
+            ],
+        );
         assert_eq!(
             line("/t", &seen, false),
             r#"/t: leader "a\n/t/x: leader forged"; followers: "b, c; d", host-1.example émoji ✓, "x\u{202e}y""#
@@ -349,7 +347,7 @@ mod tests {
 
     #[test]
     fn empty() {
-        let nothing = Seen::Queue(Vec::new());
+        let nothing = Seen::Queue(Recipe::Lock, Vec::new());
         assert_eq!(line("/x", &nothing, false), "/x: empty");
         assert_eq!(
             line("/x", &nothing, true),
@@ -359,11 +357,11 @@ mod tests {
 
     #[test]
     fn rwlock() {
-        let r1 = participant("", "/rw/_c_1-__READ__0000000001");
-        let r2 = participant("", "/rw/_c_2-__READ__0000000002");
-        let w3 = participant("", "/rw/_c_3-__WRIT__0000000003");
-        let r4 = participant("", "/rw/_c_4-__READ__0000000004");
-        let read = Seen::Queue(vec![r1.clone(), r2.clone(), w3.clone(), r4.clone()]);
+        let r1 = contender("", "/rw/_c_1-__READ__0000000001", true, Access::Read);
+        let r2 = contender("", "/rw/_c_2-__READ__0000000002", true, Access::Read);
+        let w3 = contender("", "/rw/_c_3-__WRIT__0000000003", false, Access::Write);
+        let r4 = contender("", "/rw/_c_4-__READ__0000000004", false, Access::Read);
+        let read = Seen::Queue(Recipe::RwLock, vec![r1, r2, w3.clone(), r4.clone()]);
         assert_eq!(
             line("/rw", &read, false),
             "/rw: read by _c_1-__READ__0000000001, _c_2-__READ__0000000002; \
@@ -375,54 +373,50 @@ mod tests {
         assert_eq!(parsed["waiters"][0]["mode"], "write");
         assert_eq!(parsed["waiters"].as_array().map(Vec::len), Some(2));
 
-        let written = Seen::Queue(vec![w3, r4]);
+        let written = Seen::Queue(Recipe::RwLock, vec![Contender { holds: true, ..w3 }, r4]);
         assert_eq!(
             line("/rw", &written, false),
             "/rw: written by _c_3-__WRIT__0000000003; waiting: reader _c_4-__READ__0000000004"
         );
-        // kazoo's reader and writer; a queue of kazoo's writers alone is a lock.
-        let kazoo = Seen::Queue(vec![
-            participant("", "/k/ab__rlock__0000000001"),
-            participant("", "/k/cd__lock__0000000002"),
-        ]);
-        assert_eq!(
-            line("/k", &kazoo, false),
-            "/k: read by ab__rlock__0000000001; waiting: writer cd__lock__0000000002"
-        );
-        let kazoo_lock = Seen::Queue(vec![participant("", "/k/cd__lock__0000000002")]);
-        assert!(line("/k", &kazoo_lock, true).contains(r#""kind":"lock""#));
     }
 
     #[test]
     fn semaphore() {
-        let lease = |n: u32| participant("", &format!("/s/leases/_c_{n}-lease-000000000{n}"));
-        let acquirer = |n: u32| participant("", &format!("/s/locks/_c_{n}-lock-000000000{n}"));
-        let seen = |max, leases: &[u32], acquirers: &[u32]| Seen::Semaphore {
-            max,
-            leases: leases.iter().map(|&n| lease(n)).collect(),
-            acquirers: acquirers.iter().map(|&n| acquirer(n)).collect(),
+        let lease = |n: u32, holds| {
+            let node = format!("/s/leases/_c_{n}-lease-000000000{n}");
+            contender("", &node, holds, Access::Lease)
         };
+        let acquirer = |n: u32| {
+            let node = format!("/s/locks/_c_{n}-lock-000000000{n}");
+            contender("", &node, false, Access::Lease)
+        };
+        let seen = |max, contenders: Vec<Contender>| Seen::Semaphore { max, contenders };
         assert_eq!(
-            line("/s", &seen(Some(3), &[1, 2], &[3, 4]), false),
+            line(
+                "/s",
+                &seen(Some(3), vec![lease(1, true), lease(2, true), acquirer(3)]),
+                false
+            ),
             "/s: 2 of 3 leases: _c_1-lease-0000000001, _c_2-lease-0000000002; \
-             waiting: _c_3-lock-0000000003, _c_4-lock-0000000004"
+             waiting: _c_3-lock-0000000003"
         );
         // The lease beyond the maximum is the first acquirer's, passing in.
+        let passing = vec![lease(1, true), lease(2, true), lease(3, false), acquirer(4)];
         assert_eq!(
-            line("/s", &seen(Some(2), &[1, 2, 3], &[3, 4]), false),
+            line("/s", &seen(Some(2), passing.clone()), false),
             "/s: 2 of 2 leases: _c_1-lease-0000000001, _c_2-lease-0000000002; \
              waiting: _c_3-lease-0000000003, _c_4-lock-0000000004"
         );
         assert_eq!(
-            line("/s", &seen(None, &[1], &[]), false),
+            line("/s", &seen(None, vec![lease(1, true)]), false),
             "/s: 1 lease: _c_1-lease-0000000001; nobody waiting"
         );
         assert_eq!(
-            line("/s", &seen(Some(2), &[], &[]), false),
+            line("/s", &seen(Some(2), Vec::new()), false),
             "/s: 0 of 2 leases; nobody waiting"
         );
         let parsed: Value =
-            serde_json::from_str(&line("/s", &seen(Some(2), &[1, 2, 3], &[3]), true)).unwrap();
+            serde_json::from_str(&line("/s", &seen(Some(2), passing), true)).unwrap();
         assert_eq!(parsed["kind"], "semaphore");
         assert_eq!(parsed["max"], 2);
         assert_eq!(parsed["leases"].as_array().map(Vec::len), Some(2));
@@ -430,7 +424,8 @@ mod tests {
             parsed["waiting"][0]["node"],
             "/s/leases/_c_3-lease-0000000003"
         );
-        let parsed: Value = serde_json::from_str(&line("/s", &seen(None, &[], &[]), true)).unwrap();
+        let parsed: Value =
+            serde_json::from_str(&line("/s", &seen(None, Vec::new()), true)).unwrap();
         assert_eq!(parsed["max"], Value::Null);
     }
 }

@@ -11,9 +11,15 @@ use serde_json::Value;
 use support::{exit_within, first_line, signal, start, Test};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, BufReader, Lines};
 use tokio::process::ChildStdout;
-use zk_harness::{await_count, await_empty, bounded, name, observer, PATIENCE};
+use zk_harness::{await_count, await_empty, bounded, observer, PATIENCE};
 use zk_recipes::{LeaderElection, RwLock, Session};
 use zookeeper_client::{Acls, Client, CreateMode};
+
+/// The default id of a contender made by process `pid`: `<host name>/<pid>`.
+fn id_of(pid: u32) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("the host name");
+    format!("{}/{pid}", host.trim())
+}
 
 /// The next line `observe` prints, parsed.
 async fn next(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
@@ -75,12 +81,14 @@ async fn status_prints_a_lock_holder_and_its_waiters() {
         .expect("run status");
 
     let text = String::from_utf8_lossy(&output.stdout);
+    // Each is named by its id: the default `<host>/<pid>` (this test's, the waiter's).
+    let waiter_id = id_of(waiter.id().expect("the waiter's pid"));
     let expected = format!(
-        "{}: held by {}; waiting: {}\n",
+        "{}: held by {}; waiting: {waiter_id}\n",
         test.root,
-        name(held.node()),
-        queue[1]
+        id_of(std::process::id()),
     );
+    assert_eq!(queue.len(), 2);
     assert!(output.status.success(), "{output:?}");
     assert_eq!(text, expected);
     signal(&waiter, Signal::SIGINT);
@@ -116,8 +124,9 @@ async fn status_prints_the_readers_of_a_rwlock_and_a_waiting_writer() {
     let client = observer(&test.hosts).await;
     let queue = await_count(&client, &test.root, 3).await;
 
-    let (held, waiting) = ([first.node(), second.node()].map(name), &queue[2]);
-    let expected = format!("read by {}; waiting: writer {waiting}", held.join(", "));
+    assert_eq!(queue.len(), 3);
+    let ours = id_of(std::process::id());
+    let expected = format!("read by {ours}, {ours}; waiting: writer {ours}");
     assert_eq!(status(&test).await, format!("{}: {expected}\n", test.root));
     first.release().await.expect("release the first reader");
     second.release().await.expect("release the second reader");
@@ -141,8 +150,12 @@ async fn status_prints_the_leases_of_a_semaphore_and_its_acquirer() {
     let queue = await_count(&client, &leases, 3).await;
     await_count(&client, &locks, 1).await;
 
-    let (held, waiting) = ([first.node(), second.node()].map(name), &queue[2]);
-    let expected = format!("2 of 2 leases: {}; waiting: {waiting}", held.join(", "));
+    assert_eq!(queue.len(), 3);
+    let (ours, waiting) = (
+        id_of(std::process::id()),
+        id_of(waiter.id().expect("a pid")),
+    );
+    let expected = format!("2 of 2 leases: {ours}, {ours}; waiting: {waiting}");
     assert_eq!(status(&test).await, format!("{}: {expected}\n", test.root));
     signal(&waiter, Signal::SIGINT);
     assert_eq!(

@@ -78,10 +78,7 @@ pub async fn await_queue(
                     if done(&[]) {
                         return Vec::new();
                     }
-                    let (_, watcher) = observe(client, || client.check_and_watch_stat(root))
-                        .await
-                        .unwrap_or_else(|err| panic!("cannot watch {root}: {err}"));
-                    watcher.changed().await;
+                    until_created(client, root).await;
                     continue;
                 }
                 Err(err) => panic!("cannot list {root}: {err}"),
@@ -99,6 +96,18 @@ pub async fn await_queue(
             "{root} never held {what} within {PATIENCE:?}; it holds {:?}",
             children(client, root).await
         ),
+    }
+}
+
+/// Returns once `root`, which a listing found missing, exists: at once if it was created
+/// since. (The watch set on a root that exists is a data watch: its children's changes
+/// never fire it.)
+async fn until_created(client: &Client, root: &str) {
+    let (stat, watcher) = observe(client, || client.check_and_watch_stat(root))
+        .await
+        .unwrap_or_else(|err| panic!("cannot watch {root}: {err}"));
+    if stat.is_none() {
+        watcher.changed().await;
     }
 }
 
@@ -122,4 +131,30 @@ pub async fn await_count(client: &Client, root: &str, n: usize) -> Vec<String> {
 /// Waits until `root` holds no child: nothing of any contender is left behind.
 pub async fn await_empty(client: &Client, root: &str) {
     await_queue(client, root, "no children", <[String]>::is_empty).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use zookeeper_client::{Acls, CreateMode};
+
+    use super::*;
+    use crate::{bounded, observer, unique_root, Ensemble};
+
+    /// The race of a listing that finds no root, and a root (with its children) created
+    /// before the watch is set: the watch is set on a root that exists already.
+    #[tokio::test]
+    async fn a_root_created_after_the_listing_is_not_waited_for() {
+        let client = observer(&Ensemble::shared(1).await.connect_string()).await;
+        let root = unique_root("created-after-listing");
+        let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        client.create(&root, b"", &persistent).await.unwrap();
+        let child = format!("{root}/child");
+        client.create(&child, b"", &persistent).await.unwrap();
+
+        bounded("the root is seen", PATIENCE, until_created(&client, &root)).await;
+        assert_eq!(await_count(&client, &root, 1).await, ["child"]);
+
+        client.delete(&child, None).await.unwrap();
+        client.delete(&root, None).await.unwrap();
+    }
 }

@@ -237,7 +237,7 @@ async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Re
             let queue = &election.queue;
             let held = queue.hold_in(&election.session, waiting, candidacy, Wait::Forever);
             let holding = held.await?.ok_or(Error::Closed)?;
-            seat.lead(holding, report);
+            seat.lead(holding, report, &election.id);
         }
         Seat::Leading(holding) => {
             let loss = holding.trust().lost().await;
@@ -258,13 +258,15 @@ async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Re
 
 impl Seat {
     /// From waiting to leading with `holding`.
-    fn lead(&mut self, holding: Holding, report: &Report) {
+    fn lead(&mut self, holding: Holding, report: &Report, id: &Arc<str>) {
         let leadership = Leadership {
             holding: Term {
                 token: holding.token(),
                 node: holding.node().into(),
                 trust: holding.trust().clone(),
                 exit: report.exit.clone(),
+                fence: holding.fence(),
+                id: id.clone(),
             },
         };
         info!(term = leadership.term(), node = %leadership.node(), "leading");

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 
 use crate::error::{Error, Result};
+use crate::fenced::Fence;
 use crate::guard::hold;
 use crate::trust::Trust;
 
@@ -35,6 +36,10 @@ pub(crate) struct Term {
     pub(super) node: Arc<str>,
     pub(super) trust: Trust,
     pub(super) exit: Exit,
+    /// For fenced writes, revocation and proclaiming.
+    pub(super) fence: Fence,
+    /// The id the leader joined with.
+    pub(super) id: Arc<str>,
 }
 
 impl Term {
@@ -44,6 +49,14 @@ impl Term {
 
     pub(crate) fn node(&self) -> &str {
         &self.node
+    }
+
+    pub(crate) fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        &self.id
     }
 
     pub(crate) fn trust(&self) -> &Trust {

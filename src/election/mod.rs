@@ -17,9 +17,11 @@ pub use candidate::Candidate;
 pub use leadership::Leadership;
 
 use crate::acl::NodeAcl;
+use crate::contenders::validate_id;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::{Blockers, Contender, Queue, Wait, MAX_DATA};
+use crate::proclaim::participant;
+use crate::queue::{Blockers, Contender, Queue, Wait};
 use crate::session::Session;
 
 /// A candidate's role.
@@ -34,10 +36,12 @@ pub enum Role {
 /// A member of the election, as observers see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Participant {
-    /// The id the candidate joined with (its node's data).
+    /// The id the candidate joined with (its node's data, up to a NUL if it proclaimed).
     pub id: String,
     /// Full path of its node.
     pub node: String,
+    /// What it proclaimed as leader ([`Leadership::proclaim`]), if it did in this term.
+    pub proclaimed: Option<Vec<u8>>,
 }
 
 /// Leader election: one leader (master) among the candidates on a path, the rest followers.
@@ -94,21 +98,14 @@ impl LeaderElection {
     ///
     /// # Notable errors
     /// * [`Error::InvalidPath`] if `path` is malformed or too long.
-    /// * [`Error::InvalidArgument`] if `id` is empty or larger than ZooKeeper accepts in a
-    ///   node (960 KiB here).
+    /// * [`Error::InvalidArgument`] if `id` is empty, holds a NUL (it would end the id in
+    ///   proclaimed data), is `__REVOKE__`, or is larger than ZooKeeper accepts in a node
+    ///   (960 KiB here).
     ///
     /// Nothing is sent to ZooKeeper.
     pub fn new(session: &Session, path: &str, id: impl Into<String>) -> Result<LeaderElection> {
         let id = id.into();
-        if id.is_empty() {
-            return Err(Error::InvalidArgument("participant id is empty".into()));
-        }
-        if id.len() > MAX_DATA {
-            return Err(Error::InvalidArgument(format!(
-                "participant id is {} bytes; a node holds at most {MAX_DATA}",
-                id.len()
-            )));
-        }
+        validate_id(&id)?;
         Ok(LeaderElection {
             session: session.clone(),
             queue: Queue::new(path, "latch-", Blockers::EVERY, session.node_acl())?,
@@ -227,10 +224,7 @@ impl LeaderElection {
             .await?;
         Ok(contenders
             .into_iter()
-            .map(|(name, data)| Participant {
-                id: String::from_utf8_lossy(&data).into_owned(),
-                node: path::join(self.path(), &name),
-            })
+            .map(|(name, data)| participant(path::join(self.path(), &name), &data))
             .collect())
     }
 

@@ -9,6 +9,7 @@ use super::view::{self, View};
 use crate::election::{LeaderElection, Participant};
 use crate::error::{Error, Result};
 use crate::path;
+use crate::proclaim::participant;
 use crate::queue::sort_contenders;
 
 impl LeaderElection {
@@ -17,7 +18,9 @@ impl LeaderElection {
     /// election path; the leader's id is read only when the first in the queue changes.
     /// Works without joining. It is the first in the queue, as [`leader`](Self::leader)
     /// says: a candidate whose session was just cut off stays first until the servers
-    /// expire it. How stale it can be, and what a suspended connection does to it: as for
+    /// expire it. What a leader proclaims is read when it is first seen leading; a later
+    /// [`proclaim`](crate::Leadership::proclaim) shows in [`leader`](Self::leader), not
+    /// here. How stale it can be, and what a suspended connection does to it: as for
     /// [`Group::watch_members`](crate::Group::watch_members). The view stops when every
     /// receiver is dropped or the session is closed.
     ///
@@ -64,8 +67,7 @@ impl View for LeaderView {
             }
             match client.get_data(&node).await {
                 Ok((data, _)) => {
-                    let id = String::from_utf8_lossy(&data).into_owned();
-                    self.leader = Some(Participant { id, node });
+                    self.leader = Some(participant(node, &data));
                     return Ok(self.leader.clone());
                 }
                 Err(zookeeper_client::Error::NoNode) => {}

@@ -13,10 +13,11 @@ use super::Group;
 use crate::acl::NodeAcl;
 use crate::error::outcome_unknown;
 use crate::error::{Error, Result};
+use crate::fenced::{Fence, Fenced};
 use crate::guard::Hold;
 use crate::queue::{spawn_removal, Removal};
 use crate::session::{reconnected, retry, Session};
-use crate::trust::Loss;
+use crate::trust::{Loss, Trust};
 
 /// The pause before making the node again after an attempt that failed for a reason that
 /// passes (connection, expiry); it doubles up to [`MAX_PAUSE`].
@@ -52,10 +53,17 @@ pub struct Membership {
     id: Arc<str>,
     node: Arc<str>,
     created: u64,
+    session: Session,
+    acl: NodeAcl,
+    /// The client of the session the node was last made on (for fenced writes).
+    current: Current,
     presence: watch::Receiver<Presence>,
     stop: Option<oneshot::Sender<()>>,
     done: Option<oneshot::Receiver<Result<()>>>,
 }
+
+/// The client of the session the node was last made on, as the task updates it.
+type Current = Arc<std::sync::Mutex<Weak<Client>>>;
 
 /// What the task keeps: the node, its data, and where it goes.
 #[derive(Debug)]
@@ -83,15 +91,17 @@ impl Membership {
             acl: group.acl,
         };
         let node = claim.node.clone();
+        let current = Current::default();
         let (presence_tx, presence) = watch::channel(Presence::Absent);
         let (stop, stopped) = oneshot::channel();
         let (joined_tx, joined) = oneshot::channel();
         let (done_tx, done) = oneshot::channel();
         let span = info_span!("zk.group.member", %node);
         let session = claim.session.clone();
+        let made_on = current.clone();
         session.spawn(
             async move {
-                let ended = keep(claim, presence_tx, joined_tx, stopped).await;
+                let ended = keep(claim, (presence_tx, made_on), joined_tx, stopped).await;
                 let _ = done_tx.send(ended);
             }
             .instrument(span),
@@ -102,6 +112,9 @@ impl Membership {
             id: id.into(),
             node,
             created,
+            session,
+            acl: group.acl,
+            current,
             presence,
             stop: Some(stop),
             done: Some(done),
@@ -188,6 +201,20 @@ impl Hold for Membership {
     async fn release(self: Box<Self>) -> Result<()> {
         self.leave().await
     }
+
+    /// A transaction that commits only while the member's node exists on the session it
+    /// was last made on (a membership made again after expiry fences on the new node).
+    fn fenced(&self) -> Fenced {
+        let client = self.current.lock().map(|c| c.clone()).unwrap_or_default();
+        let liveness = client.upgrade().and_then(|c| self.session.liveness(&c));
+        let (trust, _report) = Trust::new(liveness);
+        Fence::new(self.acl, client, &self.node, trust).fenced()
+    }
+
+    /// Nobody asks a member to let go: it never resolves.
+    async fn revocation_requested(&self) -> Result<()> {
+        std::future::pending().await
+    }
 }
 
 impl Drop for Membership {
@@ -201,7 +228,7 @@ impl Drop for Membership {
 /// Makes the node, tells `joined`, and keeps the node until `stopped` (then deletes it).
 async fn keep(
     claim: Claim,
-    presence: watch::Sender<Presence>,
+    (presence, made_on): (watch::Sender<Presence>, Current),
     joined: oneshot::Sender<Result<u64>>,
     mut stopped: oneshot::Receiver<()>,
 ) -> Result<()> {
@@ -217,6 +244,7 @@ async fn keep(
             return Ok(());
         }
     };
+    set(&made_on, &client);
     presence.send_replace(Presence::Present);
     info!("joined");
     if joined
@@ -245,6 +273,7 @@ async fn keep(
         match remade {
             Ok(remade) => {
                 (client, owner) = remade;
+                set(&made_on, &client);
                 presence.send_replace(Presence::Present);
                 info!("made again");
             }
@@ -258,6 +287,13 @@ async fn keep(
         }
     }
     claim.remove(client).await
+}
+
+/// Records the client the node was made on.
+fn set(current: &Current, client: &Weak<Client>) {
+    if let Ok(mut current) = current.lock() {
+        *current = client.clone();
+    }
 }
 
 impl Claim {

@@ -1,5 +1,7 @@
-//! Entering the queue: create ‖ list in one round trip, the root made on first use, and a
-//! create whose reply was lost found again by its uuid.
+//! Entering the queue: create ‖ list in one round trip, the root made on first use (in the
+//! same round trip as the create after the one that found it missing: two round trips in
+//! all, three if its parent is missing too), and a create whose reply was lost found again
+//! by its uuid.
 
 use std::fmt::Write as _;
 use std::pin::pin;
@@ -9,6 +11,7 @@ use std::time::Instant;
 use tokio::sync::SemaphorePermit;
 use tracing::debug;
 use uuid::Uuid;
+use zookeeper_client::Error::NoNode;
 use zookeeper_client::{Client, CreateMode};
 
 use super::leaving::{spawn_removal, Removal};
@@ -76,7 +79,7 @@ impl Queue {
             Wait::Never => Box::pin(self.turn_now(session)).await?,
             Wait::Until(_) | Wait::Forever => {
                 let ready = pin!(async {
-                    let turn = session.entry_turn().await?;
+                    let turn = session.entry_turn(&self.root).await?;
                     let client = session.live().await?;
                     reconnected(&client).await?;
                     Ok((turn, client))
@@ -105,12 +108,15 @@ impl Queue {
     ) -> Result<(SemaphorePermit<'s>, Arc<Client>)> {
         let client = session.connected()?;
         tokio::select! {
-            turn = session.entry_turn() => Ok((turn?, client)),
+            turn = session.entry_turn(&self.root) => Ok((turn?, client)),
             () = disconnected(&client) => Err(Error::Disconnected),
         }
     }
 
-    /// Creates the node and lists the root back to back, until the node is made.
+    /// Creates the node and lists the root back to back, until the node is made. On first
+    /// touch (the root is missing) the root is created in the same round trip as the next
+    /// create and listing; a root whose parent is missing too is made with its parents
+    /// first.
     async fn create(
         &self,
         session: &Session,
@@ -122,14 +128,19 @@ impl Queue {
         let mut turn = Some(turn);
         let mut creating = Creating::new(session, client, &self.root, self.blockers);
         let client = creating.client.clone();
-        let mut made_root = false;
+        let mut root = Root::Unknown;
         let options = CreateMode::EphemeralSequential.with_acls(self.acl.acls());
         loop {
             let mut node = creating.prefix(self.name);
-            // Sent back to back: the listing already holds the new node.
+            // Sent back to back: the root (if missing) comes first, the listing already
+            // holds the new node.
             let sent = Instant::now();
+            let make_root = matches!(root, Root::Missing).then(|| self.make_root_alone(&client));
             let create = client.create(&node, data, &options);
             let list = client.list_children(&self.root);
+            if let Some(made) = make_root {
+                root = self.root_made(&client, made.await).await?;
+            }
             let created = create.await;
             let listed = list.await;
             drop(turn.take());
@@ -147,10 +158,12 @@ impl Queue {
                         return Ok(contender);
                     }
                 }
-                Err(zookeeper_client::Error::NoNode) if !made_root => {
-                    made_root = true;
-                    self.make_root(&client).await?;
-                }
+                Err(zookeeper_client::Error::NoNode) => match root {
+                    Root::Unknown => root = Root::Missing,
+                    // Made with its parents after this create was sent: again.
+                    Root::MadeLater => root = Root::Made,
+                    Root::Missing | Root::Made => return Err(Error::at(&self.root, NoNode)),
+                },
                 Err(err) if outcome_unknown(&err) && !wait.is_never() => {
                     if let Some(contender) = creating.recover(self).await? {
                         return Ok(contender);
@@ -158,6 +171,42 @@ impl Queue {
                 }
                 Err(err) => return Err(Error::at(&self.root, err)),
             }
+        }
+    }
+
+    /// Creates the root alone, as a container node with the queue's ACL; its parent must
+    /// exist. The request is sent on the first poll.
+    fn make_root_alone<'a>(
+        &'a self,
+        client: &'a Client,
+    ) -> impl std::future::Future<Output = std::result::Result<(), zookeeper_client::Error>> + 'a
+    {
+        let options = CreateMode::Container.with_acls(self.acl.acls());
+        debug!(root = %self.root, acl = ?self.acl, "creating the recipe root");
+        let made = client.create(&self.root, &[], &options);
+        async move {
+            match made.await {
+                Ok(_) | Err(zookeeper_client::Error::NodeExists) => Ok(()),
+                Err(err) => Err(err),
+            }
+        }
+    }
+
+    /// What the root is after [`make_root_alone`](Self::make_root_alone) answered `made`:
+    /// made (or there already), or made now with its missing parents.
+    async fn root_made(
+        &self,
+        client: &Client,
+        made: std::result::Result<(), zookeeper_client::Error>,
+    ) -> Result<Root> {
+        match made {
+            Ok(()) => Ok(Root::Made),
+            Err(zookeeper_client::Error::NoNode) => {
+                self.make_root(client).await?;
+                Ok(Root::MadeLater)
+            }
+            Err(err) if outcome_unknown(&err) => Ok(Root::Unknown),
+            Err(err) => Err(Error::at(&self.root, err)),
         }
     }
 
@@ -175,6 +224,19 @@ impl Queue {
                 err => err.at_root(&self.root),
             })
     }
+}
+
+/// What an entry knows of the root.
+#[derive(Clone, Copy)]
+enum Root {
+    /// Nothing: it is there, as a rule.
+    Unknown,
+    /// A create found it missing: the next one makes it first.
+    Missing,
+    /// It was made (or found there) by this entry.
+    Made,
+    /// It was made with its missing parents, after the create sent with it.
+    MadeLater,
 }
 
 /// A create in flight: deletes whatever it may have created unless it became a contender.

@@ -11,7 +11,9 @@ use zookeeper_client::{Client, EventType, OneshotWatcher};
 use super::handoff::Armed;
 use super::leaving::Left;
 use super::Contender;
+use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::fenced::Fence;
 use crate::session::{connection_lost, retry, terminal, Session};
 use crate::trust::{Announce, Loss, Report, Trust};
 
@@ -104,6 +106,15 @@ impl Holding {
 
     pub(crate) fn token(&self) -> u64 {
         self.contender.as_ref().map_or(0, Contender::token)
+    }
+
+    /// What writes fenced by this holding, and revocation, need.
+    pub(crate) fn fence(&self) -> Fence {
+        let (acl, client) = match &self.contender {
+            Some(c) => (c.session.node_acl(), c.client.clone()),
+            None => (NodeAcl::default(), Weak::new()),
+        };
+        Fence::new(acl, client, self.node(), self.trust.clone())
     }
 
     /// Stops watching and gives the contender back, to wait or hold again.

@@ -163,7 +163,10 @@ pub(crate) fn spawn_removal(
                 () = closing.closed() => Ok(Left::WithSession),
                 left = remove_until_gone(client, removal, &mut settle) => left,
             };
+            // Its first poll runs in the caller, maybe a `Drop` while its thread unwinds:
+            // an event then, if the subscriber panics, would abort the process.
             match &left {
+                _ if std::thread::panicking() => {}
                 Ok(left) => debug!(?left, "removed"),
                 Err(err) => warn!(%err, "cannot delete; it goes when the session ends"),
             }

@@ -14,8 +14,9 @@
 //! The create and the child listing are sent back to back on one session, so the listing
 //! already holds the new node: it proves that the node exists and shows who is ahead. A
 //! contender with no one ahead holds at once. A create whose reply was lost is found again
-//! by its uuid ([`entering`]). A session has a bounded number of entries in flight, so a
-//! burst of waiters does not hold a burst of listings.
+//! by its uuid ([`entering`]). A session has a bounded number of entries in flight per root,
+//! so a burst of waiters does not hold a burst of listings, and entries on other roots (a
+//! lock per key) do not wait behind it.
 //!
 //! # Waiting and hand-off
 //!
@@ -128,6 +129,16 @@ pub(crate) struct Queue {
     name: &'static str,
     blockers: Blockers,
     acl: NodeAcl,
+    /// The data of the nodes [`hold`](Self::hold) creates: the contender's id.
+    id: Arc<[u8]>,
+}
+
+/// A contender as an observer lists it: its node's name, data and fencing token.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    pub(crate) name: String,
+    pub(crate) data: Vec<u8>,
+    pub(crate) token: u64,
 }
 
 /// Which contenders ahead keep a contender from holding.
@@ -275,13 +286,14 @@ pub(crate) trait Terms: Send {
     fn start(self, contender: Contender) -> Holding;
 }
 
-/// A lock's terms: an empty node, entered again after expiry, its deletion watched from
-/// [`NODE_WATCH_DELAY`] on. Takes no room in a waiting acquisition.
-struct Plain;
+/// A lock's terms: a node holding the contender's id, entered again after expiry, its
+/// deletion watched from [`NODE_WATCH_DELAY`] on. Takes little room in a waiting
+/// acquisition.
+struct Plain<'a>(&'a [u8]);
 
-impl Terms for Plain {
+impl Terms for Plain<'_> {
     fn data(&self) -> &[u8] {
-        &[]
+        self.0
     }
 
     fn rejoin(&self) -> bool {
@@ -310,7 +322,13 @@ impl Queue {
             name,
             blockers,
             acl,
+            id: crate::contenders::default_id(),
         })
+    }
+
+    /// The same queue, holding with nodes whose data is `id`.
+    pub(crate) fn with_id(self, id: Arc<[u8]>) -> Queue {
+        Queue { id, ..self }
     }
 
     /// The same queue, creating its nodes with `acl`.
@@ -337,6 +355,18 @@ impl Queue {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn contenders(&self, session: &Session) -> Result<Vec<(String, Vec<u8>)>> {
+        let listed = self.listed(session).await?;
+        Ok(listed.into_iter().map(|l| (l.name, l.data)).collect())
+    }
+
+    /// The contenders under the root, first first, with their tokens; for observers.
+    ///
+    /// # Notable errors
+    /// As [`contenders`](Self::contenders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn listed(&self, session: &Session) -> Result<Vec<Listed>> {
         let client = session.connected()?;
         let mut names = self.list(&client).await?;
         sort_contenders(&mut names);
@@ -348,7 +378,11 @@ impl Queue {
         let mut contenders = Vec::with_capacity(names.len());
         for (name, read) in names.into_iter().zip(reads) {
             match read.await {
-                Ok((data, _)) => contenders.push((name, data)),
+                Ok((data, stat)) => contenders.push(Listed {
+                    name,
+                    data,
+                    token: u64::try_from(stat.czxid).unwrap_or_default(),
+                }),
                 Err(zookeeper_client::Error::NoNode) => {}
                 Err(err) => return Err(Error::at(&self.root, err)),
             }
@@ -380,7 +414,8 @@ impl Queue {
     ) -> impl Future<Output = Result<Option<Holding>>> + Send + 'a {
         async move {
             let mut seat = None;
-            self.hold_in(session, &mut seat, Plain, wait).await
+            self.hold_in(session, &mut seat, Plain(&self.id), wait)
+                .await
         }
         .instrument(span)
     }

@@ -49,10 +49,14 @@ impl Drop for Abandoned {
         let Some(session) = self.session.upgrade().filter(|_| self.armed) else {
             return;
         };
-        if session.close_reason.get().is_none() {
+        let first = session.close_reason.get().is_none();
+        // The end is published before it is logged: a subscriber that panics cannot keep
+        // the holders from learning it. No event while the thread unwinds (a second panic
+        // in a destructor aborts).
+        session.end(CloseReason::RuntimeGone);
+        if first && !std::thread::panicking() {
             warn!("the session's runtime shut down: the session is closed");
         }
-        session.end(CloseReason::RuntimeGone);
     }
 }
 

@@ -10,12 +10,13 @@ mod nodelay;
 mod probe;
 #[cfg(feature = "tls")]
 mod tls;
+mod turns;
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{watch, Semaphore, SemaphorePermit};
+use tokio::sync::{watch, SemaphorePermit};
 use tokio::task::JoinHandle;
 use zookeeper_client::Client;
 
@@ -31,13 +32,6 @@ pub(crate) use connection::{
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::trust::Liveness;
-
-/// How many queue entries (a create and its listing) one session has in flight at once.
-///
-/// A burst of acquisitions would otherwise send all its creates and listings together:
-/// every listing holds the whole queue, and the client's buffers and the entering states
-/// all grow with the burst and stay grown. Sixteen keep the server's pipeline full.
-const ENTRIES_IN_FLIGHT: usize = 16;
 
 /// What happened to the session, as published by [`Session::events`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,8 +129,8 @@ struct Inner {
     current: watch::Sender<Current>,
     events: watch::Sender<SessionEvent>,
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
-    /// Turns to enter a queue: at most [`ENTRIES_IN_FLIGHT`] at once.
-    entries: Semaphore,
+    /// Turns to enter a queue: a bounded number at once per root.
+    entries: turns::EntryTurns,
     /// Why the session ended for good; the first reason stays.
     close_reason: OnceLock<CloseReason>,
     /// What the servers confirmed of the live session (see [`Liveness`]).
@@ -210,7 +204,7 @@ impl Session {
             current,
             events,
             keeper: std::sync::Mutex::new(None),
-            entries: Semaphore::new(ENTRIES_IN_FLIGHT),
+            entries: turns::EntryTurns::new(),
             close_reason: OnceLock::new(),
             liveness: std::sync::Mutex::new(liveness.clone()),
             runtime: tokio::runtime::Handle::current(),
@@ -339,21 +333,17 @@ impl Session {
         drop(self.inner.runtime.spawn(task));
     }
 
-    /// A turn to enter a queue on this session, waited for while [`ENTRIES_IN_FLIGHT`]
-    /// entries are under way; the entry gives it back once its create and listing are
-    /// answered.
+    /// A turn to enter the queue under `root` on this session, waited for while a bounded
+    /// number of entries on that root are under way (see [`turns`]); the entry gives it
+    /// back once its create and listing are answered.
     ///
     /// # Notable errors
     /// * [`Error::Closed`] if the session was closed.
     ///
     /// # Cancel safety
     /// Cancel safe: turns are handed out in order, and a dropped wait takes none.
-    pub(crate) async fn entry_turn(&self) -> Result<SemaphorePermit<'_>> {
-        self.inner
-            .entries
-            .acquire()
-            .await
-            .map_err(|_| Error::Closed)
+    pub(crate) async fn entry_turn(&self, root: &str) -> Result<SemaphorePermit<'_>> {
+        self.inner.entries.turn(root).await.ok_or(Error::Closed)
     }
 
     /// The client of the live session if it is connected now; never waits.

@@ -9,6 +9,10 @@
 //   lock-for <ms>           InterProcessMutex.acquire(ms)          -> ok true | ok false
 //   unlock                  InterProcessMutex.release()            -> ok unlocked
 //   nodes                   the mutex's participant nodes          -> ok <node> <node> ...
+//   revocable               InterProcessMutex.makeRevocable(listener) before `lock`
+//                                                                  -> ok revocable
+//                           the listener, when called, prints      -> revocation-requested
+//   revoke <node>           Revoker.attemptRevoke(client, node)    -> ok revoked
 //   stress <n> <counter> <inside> <threads>
 //                           <threads> threads, each on its own client (session) with its own
 //                           InterProcessMutex, lock <n> times each; inside the section create
@@ -44,6 +48,12 @@
 //                           InterProcessSemaphoreV2 of <max> leases), take and release the read
 //                           or write lock (or a lease) as often as they can for <ms> once all
 //                           are connected           -> ok <acquisitions> <elapsed ms>
+//   perkey-rate <ms> <clients> <threads> <keys> <root> <connect string>
+//                           for the benchmark: <threads> threads over <clients> clients on
+//                           <connect string> (thread t on client t mod <clients>) take and
+//                           release a new InterProcessMutex on <root>/k<key> as often as they
+//                           can for <ms>, each key drawn from 0..<keys> by a xorshift seeded
+//                           with t + 1                -> ok <acquisitions> <elapsed ms>
 //   quit                    closes everything and exits              -> ok bye
 //
 // The room: a holder creates the EPHEMERAL_SEQUENTIAL <room>/<kind>-<who>- (kind `r` reader,
@@ -74,6 +84,7 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
@@ -85,6 +96,10 @@ public class CuratorPeer {
     private static String connectString;
 
     static CuratorFramework connect() throws Exception {
+        return connect(connectString);
+    }
+
+    static CuratorFramework connect(String connectString) throws Exception {
         CuratorFramework client = CuratorFrameworkFactory.builder()
                 .connectString(connectString)
                 .sessionTimeoutMs(10000)
@@ -135,6 +150,14 @@ public class CuratorPeer {
                     case "unlock":
                         mutex.release();
                         reply("ok unlocked");
+                        break;
+                    case "revocable":
+                        mutex.makeRevocable(forLock -> reply("revocation-requested"));
+                        reply("ok revocable");
+                        break;
+                    case "revoke":
+                        Revoker.attemptRevoke(client, w[1]);
+                        reply("ok revoked");
                         break;
                     case "nodes":
                         reply(("ok " + String.join(" ", mutex.getParticipantNodes())).trim());
@@ -212,6 +235,10 @@ public class CuratorPeer {
                                 (c, t) -> holdable(new InterProcessSemaphoreV2(c, path, max))));
                         break;
                     }
+                    case "perkey-rate":
+                        reply(perKeyRate(Long.parseLong(w[1]), Integer.parseInt(w[2]),
+                                Integer.parseInt(w[3]), Integer.parseInt(w[4]), w[5], w[6]));
+                        break;
                     case "latch-join": {
                         if (latches.containsKey(w[1])) {
                             throw new IllegalStateException("latch " + w[1] + " exists");
@@ -444,5 +471,55 @@ public class CuratorPeer {
         });
         long elapsed = (System.nanoTime() - window[0]) / 1_000_000L;
         return failed != null ? failed : "ok " + acquisitions.get() + " " + elapsed;
+    }
+
+    /// See `perkey-rate` in the header.
+    static String perKeyRate(long ms, int clients, int threads, int keys, String root,
+            String connect) throws Exception {
+        List<CuratorFramework> sessions = new ArrayList<>();
+        for (int c = 0; c < clients; c++) {
+            sessions.add(connect(connect));
+        }
+        AtomicInteger acquisitions = new AtomicInteger();
+        List<Throwable> failures = new ArrayList<>();
+        long start = System.nanoTime();
+        long end = start + ms * 1_000_000L;
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            CuratorFramework client = sessions.get(t % clients);
+            long seed = t + 1;
+            Thread worker = new Thread(() -> {
+                long x = seed;
+                try {
+                    while (System.nanoTime() < end) {
+                        x ^= x << 13;
+                        x ^= x >>> 7;
+                        x ^= x << 17;
+                        long key = Long.remainderUnsigned(x, keys);
+                        InterProcessMutex mutex = new InterProcessMutex(client, root + "/k" + key);
+                        mutex.acquire();
+                        mutex.release();
+                        acquisitions.incrementAndGet();
+                    }
+                } catch (Throwable e) {
+                    synchronized (failures) {
+                        failures.add(e);
+                    }
+                }
+            });
+            worker.start();
+            workers.add(worker);
+        }
+        for (Thread worker : workers) {
+            worker.join();
+        }
+        long elapsed = (System.nanoTime() - start) / 1_000_000L;
+        for (CuratorFramework client : sessions) {
+            client.close();
+        }
+        if (!failures.isEmpty()) {
+            return "err perkey worker failed: " + failures.get(0).toString().replace('\n', ' ');
+        }
+        return "ok " + acquisitions.get() + " " + elapsed;
     }
 }

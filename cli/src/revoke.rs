@@ -1,0 +1,73 @@
+//! `zk-recipes revoke PATH` asks whoever holds the lock (or leads) at PATH now to let go,
+//! and `--on-revoke` (of `lock` and `elect`) says what a holder does when asked.
+//!
+//! Asking writes Curator's revoke marker (`__REVOKE__`) into each holder's node, as
+//! Curator's `Revoker.attemptRevoke` does: a `zk-recipes lock --on-revoke=release` (or
+//! `elect`), a Rust holder awaiting `revocation_requested()` and a Curator holder made
+//! revocable all hear it. It is a request: the holder decides. Holders are told as
+//! `status` tells them (see [`view`](crate::view)): the writer or every reader of a
+//! read/write lock, the first of a lock or an election. Exits 0 having asked at least one
+//! holder (each node asked is printed on stdout), [`NOBODY`](crate::status::NOBODY) if
+//! nobody holds PATH.
+
+use clap::ValueEnum;
+use zk_recipes::{Hold, Mutex, Result, RwLock, Session};
+
+use crate::args::{Connection, Revoke};
+use crate::observe::recipe;
+use crate::say::say;
+use crate::session::OnSession;
+use crate::signals::Signals;
+use crate::status;
+use crate::view::Recipe;
+
+/// What `lock` does when someone asks the holder to let go (`--on-revoke`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum OnRevoke {
+    /// Keep holding; the request is logged at `-v` only.
+    #[default]
+    Ignore,
+    /// Stop CMD as on a loss (SIGTERM, SIGKILL after --kill-after), let go, and exit 80.
+    Release,
+}
+
+/// Resolves once `held` should be let go because someone asked and `on_revoke` says to
+/// release; never otherwise (cancel safe).
+pub async fn revoked(held: &dyn Hold, on_revoke: OnRevoke) {
+    if on_revoke == OnRevoke::Release && held.revocation_requested().await.is_ok() {
+        return;
+    }
+    std::future::pending().await
+}
+
+impl OnSession for Revoke {
+    fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {
+        match signals.or(ask(session, &self.path)).await {
+            Err(signal) => status::of_signal(signal),
+            Ok(Err(err)) => status::report(&err),
+            Ok(Ok(asked)) if asked.is_empty() => {
+                say!("nobody holds {}: nobody was asked", self.path);
+                status::NOBODY
+            }
+            Ok(Ok(asked)) => {
+                for node in asked {
+                    println!("{node}");
+                }
+                0
+            }
+        }
+    }
+}
+
+/// Asks the holders of `path`; the nodes asked.
+async fn ask(session: &Session, path: &str) -> Result<Vec<String>> {
+    let mutex = Mutex::new(session, path)?;
+    match recipe(&mutex.contenders().await?) {
+        Recipe::RwLock => RwLock::new(session, path)?.revoke_holders().await,
+        Recipe::Lock | Recipe::Election => mutex.revoke_holders().await,
+    }
+}

@@ -1,0 +1,75 @@
+//! `zk-recipes revoke PATH` and `lock --on-revoke`: asking the holder to let go, against a
+//! real ZooKeeper server.
+
+mod support;
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use support::{await_lines, exit_within, lock_running, output_within, signal, Test};
+use zk_harness::PATIENCE;
+
+/// Writes its lock node to `$0`, then sleeps; on SIGTERM writes `TERM` to `$1` and exits 0.
+const TRAPS_TERM: &str = r#"trap 'echo TERM > "$1"; exit 0' TERM
+echo "$ZK_LOCK_NODE" > "$0"; sleep 60 & wait"#;
+
+#[tokio::test]
+async fn a_holder_that_releases_on_revoke_stops_cmd_and_exits_80() {
+    let test = Test::new("on-revoke-release").await;
+    let (mut lock, node) = lock_running(&test, &["--on-revoke", "release"], TRAPS_TERM).await;
+
+    let (asked, _) = output_within(&mut test.command(&["revoke", &test.root])).await;
+    assert_eq!(asked.status.code(), Some(0), "{asked:?}");
+    assert_eq!(String::from_utf8_lossy(&asked.stdout).trim(), node);
+    await_lines(&test.scratch.file("termed"), 1).await;
+    assert_eq!(exit_within(&mut lock, PATIENCE).await.code(), Some(80));
+    assert!(test.children().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_holder_that_ignores_revoke_keeps_holding() {
+    let test = Test::new("on-revoke-ignore").await;
+    let (mut lock, node) = lock_running(&test, &[], TRAPS_TERM).await;
+
+    let (asked, _) = output_within(&mut test.command(&["revoke", &test.root])).await;
+    assert_eq!(asked.status.code(), Some(0), "{asked:?}");
+    assert_eq!(String::from_utf8_lossy(&asked.stdout).trim(), node);
+    let kept = tokio::time::timeout(Duration::from_millis(500), lock.wait()).await;
+    assert!(
+        kept.is_err(),
+        "an ignored request stopped the holder: {kept:?}"
+    );
+    assert_eq!(test.children().await.len(), 1);
+    signal(&lock, Signal::SIGTERM);
+    exit_within(&mut lock, PATIENCE).await;
+    assert!(test.children().await.is_empty());
+}
+
+#[tokio::test]
+async fn revoke_where_nobody_holds_says_so_and_exits_81() {
+    let test = Test::new("revoke-nobody").await;
+    let (asked, _) = output_within(&mut test.command(&["revoke", &test.root])).await;
+    assert_eq!(asked.status.code(), Some(81), "{asked:?}");
+    assert!(String::from_utf8_lossy(&asked.stderr).contains("nobody holds"));
+    assert!(asked.stdout.is_empty());
+    let (bad, _) = output_within(&mut test.command(&["revoke", "relative"])).await;
+    assert_eq!(bad.status.code(), Some(64), "{bad:?}");
+}
+
+#[tokio::test]
+async fn a_leader_that_releases_on_revoke_stops_cmd_resigns_and_exits_80() {
+    let test = Test::new("elect-on-revoke").await;
+    let started = test.scratch.file("started");
+    let script = r#"trap 'echo TERM > "$1"; exit 0' TERM
+echo "$ZK_LEADER_NODE" > "$0"; sleep 60 & wait"#;
+    let mut elect = test.command(&["elect", "--on-revoke", "release", "--id", "a", &test.root]);
+    elect.args(["--", "sh", "-c", script]);
+    let mut elect = support::start(elect.arg(&started).arg(test.scratch.file("termed")));
+    let node = await_lines(&started, 1).await.remove(0);
+
+    let (asked, _) = output_within(&mut test.command(&["revoke", &test.root])).await;
+    assert_eq!(String::from_utf8_lossy(&asked.stdout).trim(), node);
+    await_lines(&test.scratch.file("termed"), 1).await;
+    assert_eq!(exit_within(&mut elect, PATIENCE).await.code(), Some(80));
+    assert!(test.children().await.is_empty());
+}

@@ -1,0 +1,420 @@
+//! Fenced writes: [`Fenced`], a transaction that commits only while a hold is intact.
+//!
+//! The semantics are stated on [`Fenced`], the public face of this module.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use tracing::{info_span, Instrument};
+use zookeeper_client::{Client, CreateMode, MultiWriteError, MultiWriteResult, MultiWriter};
+
+use crate::acl::NodeAcl;
+use crate::error::{Error, Result};
+use crate::path;
+use crate::queue::MAX_DATA;
+use crate::session::connected_now;
+use crate::trust::Trust;
+
+/// The bytes a multi spends on one operation besides its path and data, at most: its
+/// header (type, done flag, error: 9 bytes), the lengths of path and data (8), a version or
+/// create flags (4) and a create's ACL list (at most two entries of ours: under 64). The
+/// request's own header fits in what [`MAX_DATA`] leaves below the servers' limit.
+const OP_OVERHEAD: usize = 96;
+
+/// What a hold offers for writes fenced by it: the holder's node, on the holder's session.
+#[derive(Clone, Debug)]
+pub(crate) struct Fence {
+    /// The ACL of nodes the holder's session creates.
+    acl: NodeAcl,
+    /// The client of the session the node belongs to: a later session never writes for it.
+    client: Weak<Client>,
+    node: Arc<str>,
+    trust: Trust,
+    /// Latched once a request to let go was seen in the node, so that a later write of the
+    /// holder's own into it (a proclamation) cannot withdraw the request.
+    asked: Arc<AtomicBool>,
+}
+
+impl Fence {
+    /// The fence of a hold on `node`, made on `client`'s session.
+    pub(crate) fn new(acl: NodeAcl, client: Weak<Client>, node: &str, trust: Trust) -> Fence {
+        Fence {
+            acl,
+            client,
+            node: node.into(),
+            trust,
+            asked: Arc::default(),
+        }
+    }
+
+    /// Whether a request to let go was seen in the node.
+    pub(crate) fn asked(&self) -> bool {
+        self.asked.load(Ordering::Acquire)
+    }
+
+    /// Takes note of the node's data, read by the holder: a request to let go in it stays
+    /// heard, whatever is written into the node later.
+    pub(crate) fn note(&self, data: &[u8]) {
+        if data == crate::revoke::REVOKE {
+            self.asked.store(true, Ordering::Release);
+        }
+    }
+
+    /// Full path of the holder's node.
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub(crate) fn trust(&self) -> &Trust {
+        &self.trust
+    }
+
+    /// The error of a hold that is over.
+    pub(crate) fn lost(&self) -> Error {
+        Error::Lost {
+            node: self.node.to_string(),
+        }
+    }
+
+    /// The holder's client, while the hold reads as intact.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] if the hold reads as lost, or its session is gone.
+    pub(crate) fn client(&self) -> Result<Arc<Client>> {
+        match self.client.upgrade() {
+            Some(client) if !self.trust.is_lost() => Ok(client),
+            _ => Err(self.lost()),
+        }
+    }
+
+    /// An empty transaction fenced by this hold.
+    pub(crate) fn fenced(&self) -> Fenced {
+        Fenced {
+            fence: self.clone(),
+            ops: Vec::new(),
+        }
+    }
+}
+
+/// A transaction fenced by a hold: the operations added, committed in one multi behind a
+/// check that the holder's node exists.
+///
+/// Every hold (a [`MutexGuard`](crate::MutexGuard), an [`RwLock`](crate::RwLock) guard, a
+/// [`Lease`](crate::Lease), a [`Leadership`](crate::Leadership)) offers `fenced()`: a
+/// builder of writes (`create`, `set_data`, `delete`, `check`, as zookeeper-client's
+/// `MultiWriter` has them) committed in **one** ZooKeeper multi whose first operation checks
+/// that the holder's own node still exists. So they are written all together while the hold
+/// is intact, or not at all:
+///
+/// * **A stale holder writes nothing.** A holder whose session expired (even one paused
+///   past its session timeout, that has not heard of it yet), whose node was deleted, or
+///   whose session was closed gets [`Error::Lost`] and nothing is written: its node is
+///   gone, so the servers refuse the multi, whatever the holder believes. A hold that
+///   already reads as lost ([`is_lost`](crate::MutexGuard::is_lost), including a session the
+///   servers have not confirmed in time) is refused before anything is sent.
+/// * **Hints do not fence.** The check is of the node's existence (any version): a write
+///   into the holder's node by someone else (Curator's revoker, an operator's hint) never
+///   makes fenced writes fail.
+/// * **The caller's own failures are told apart.** An operation of the caller's that the
+///   servers refuse (a missing node, a version that does not match) fails the whole multi
+///   with [`Error::FencedOpFailed`], which names the operation's index, its path and why.
+/// * **Checked before sending.** Paths must be absolute, well-formed znode paths (as
+///   recipe paths: [`Error::InvalidPath`]), and the whole transaction must fit the servers'
+///   request limit (`jute.maxbuffer`, 1 MiB by default, less room for the request's own
+///   bytes: [`Error::InvalidArgument`]); nothing is sent otherwise.
+///
+/// State kept in ZooKeeper under a lock or leadership, and written only through
+/// `fenced()`, can therefore never be overwritten by a holder that lost its hold.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::{Mutex, Written};
+///
+/// let guard = Mutex::new(&session, "/locks/orders")?.lock().await?;
+/// let written = guard
+///     .fenced()
+///     .set_data("/state/orders/cursor", b"42", None)
+///     .delete("/state/orders/claim-17", None)
+///     .commit()
+///     .await?;
+/// assert_eq!(written[1], Written::Deleted);
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "nothing is written until `commit` is awaited"]
+pub struct Fenced {
+    fence: Fence,
+    ops: Vec<Op>,
+}
+
+/// One operation of a [`Fenced`] transaction.
+#[derive(Debug)]
+enum Op {
+    Create {
+        path: String,
+        data: Vec<u8>,
+        mode: CreateMode,
+    },
+    SetData {
+        path: String,
+        data: Vec<u8>,
+        version: Option<i32>,
+    },
+    Delete {
+        path: String,
+        version: Option<i32>,
+    },
+    Check {
+        path: String,
+        version: i32,
+    },
+}
+
+/// What one operation of a committed [`Fenced`] transaction did, in the order added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Written {
+    /// A node was created, at this path (with its sequence number, if sequential).
+    Created {
+        /// Full path of the created node.
+        path: String,
+    },
+    /// A node's data was set; its new data version.
+    DataSet {
+        /// The node's data version after the write.
+        version: i32,
+    },
+    /// A node was deleted.
+    Deleted,
+    /// A node's version was as expected.
+    Checked,
+}
+
+impl Fenced {
+    /// Creates `path` with `data`, as `mode` (persistent, sequential, ephemeral on the
+    /// holder's session, …), with the session's [`NodeAcl`](crate::NodeAcl). Fails the
+    /// transaction if `path` exists or its parent does not.
+    pub fn create(mut self, path: &str, data: &[u8], mode: CreateMode) -> Fenced {
+        self.ops.push(Op::Create {
+            path: path.into(),
+            data: data.into(),
+            mode,
+        });
+        self
+    }
+
+    /// Sets the data of `path`, if its data version is `version` (any with `None`).
+    pub fn set_data(mut self, path: &str, data: &[u8], version: Option<i32>) -> Fenced {
+        self.ops.push(Op::SetData {
+            path: path.into(),
+            data: data.into(),
+            version,
+        });
+        self
+    }
+
+    /// Deletes `path`, if its data version is `version` (any with `None`); fails the
+    /// transaction if it has children or does not exist.
+    pub fn delete(mut self, path: &str, version: Option<i32>) -> Fenced {
+        self.ops.push(Op::Delete {
+            path: path.into(),
+            version,
+        });
+        self
+    }
+
+    /// Checks that `path`'s data version is `version` (`-1`: that it exists).
+    pub fn check(mut self, path: &str, version: i32) -> Fenced {
+        self.ops.push(Op::Check {
+            path: path.into(),
+            version,
+        });
+        self
+    }
+
+    /// Writes every operation added, in one request, only if the hold is intact: all of them,
+    /// or none. Returns what each did, in the order added (the check of the holder's node
+    /// is not among them). An empty transaction still checks the hold.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] if the hold is over (its node is gone, its session expired or
+    ///   was closed) or already reads as lost: nothing was written.
+    /// * [`Error::FencedOpFailed`] if the servers refused an operation of the caller's
+    ///   (index, path and reason): nothing was written.
+    /// * [`Error::InvalidPath`] or [`Error::InvalidArgument`] for a malformed path or a
+    ///   transaction too large for the servers: nothing was sent.
+    /// * [`Error::NoAuth`] if the servers refuse to let the session read the holder's node
+    ///   (someone changed its ACL): nothing was written; the hold itself is not lost.
+    /// * [`Error::Disconnected`] at once if the connection is down: nothing was sent.
+    /// * [`Error::ConnectionLoss`] if the connection broke with the request in flight:
+    ///   whether it was written is unknown.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe in effect: once sent, a dropped commit may or may not be written (all
+    /// or nothing, and only while the hold was intact).
+    pub async fn commit(self) -> Result<Vec<Written>> {
+        let span = info_span!("zk.fenced.commit", node = %self.fence.node, ops = self.ops.len());
+        async {
+            self.validate()?;
+            let client = self.fence.client()?;
+            connected_now(&client).map_err(|err| match err {
+                Error::Disconnected => err,
+                _ => self.fence.lost(),
+            })?;
+            let acl = self.fence.acl;
+            let mut writer = client.new_multi_writer();
+            writer.add_check_version(&self.fence.node, -1)?;
+            for (index, op) in self.ops.iter().enumerate() {
+                op.add_to(&mut writer, acl)
+                    .map_err(|err| invalid(index, op, &err.to_string()))?;
+            }
+            let committed = writer.commit().await;
+            self.outcome(committed)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Checks every operation before anything is sent.
+    fn validate(&self) -> Result<()> {
+        let mut size = self.fence.node.len() + OP_OVERHEAD;
+        for op in &self.ops {
+            if let Err(Error::InvalidPath { reason, .. }) = path::validate_root(op.path()) {
+                return Err(Error::InvalidPath {
+                    path: op.path().to_owned(),
+                    reason,
+                });
+            }
+            size = size.saturating_add(op.size());
+        }
+        if size > MAX_DATA {
+            return Err(Error::InvalidArgument(format!(
+                "a fenced transaction of {} operations takes about {size} bytes; a request \
+                 carries at most {MAX_DATA}",
+                self.ops.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// What the servers' answer means: the hold's loss if the check of its node failed (or
+    /// the session is gone), the caller's failed operation, or what each did.
+    fn outcome(
+        &self,
+        committed: std::result::Result<Vec<MultiWriteResult>, MultiWriteError>,
+    ) -> Result<Vec<Written>> {
+        use zookeeper_client::Error as Zk;
+        match committed {
+            Ok(results) => Ok(results.into_iter().skip(1).map(Written::from).collect()),
+            // The holder's node is gone. Any other refusal of the check (an ACL that no
+            // longer lets us read it) is no proof that the hold is over.
+            Err(MultiWriteError::OperationFailed {
+                index: 0,
+                source: Zk::NoNode,
+            }) => Err(self.fence.lost()),
+            Err(MultiWriteError::OperationFailed { index: 0, source }) => {
+                Err(Error::at(&self.fence.node, source))
+            }
+            Err(MultiWriteError::OperationFailed { index, source }) => {
+                let path = self.ops.get(index - 1).map_or("", Op::path);
+                Err(Error::FencedOpFailed {
+                    index: index - 1,
+                    path: path.to_owned(),
+                    reason: source,
+                })
+            }
+            Err(MultiWriteError::RequestFailed {
+                source: Zk::SessionExpired | Zk::ClientClosed,
+            }) => Err(self.fence.lost()),
+            Err(MultiWriteError::RequestFailed { source }) => {
+                Err(Error::at(&self.fence.node, source))
+            }
+        }
+    }
+}
+
+/// The error for operation `index`, refused before sending.
+fn invalid(index: usize, op: &Op, why: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "fenced operation {index} on {:?}: {why}",
+        op.path()
+    ))
+}
+
+impl Op {
+    fn path(&self) -> &str {
+        match self {
+            Op::Create { path, .. }
+            | Op::SetData { path, .. }
+            | Op::Delete { path, .. }
+            | Op::Check { path, .. } => path,
+        }
+    }
+
+    /// The bytes it takes in a request, at most.
+    fn size(&self) -> usize {
+        let data = match self {
+            Op::Create { data, .. } | Op::SetData { data, .. } => data.len(),
+            Op::Delete { .. } | Op::Check { .. } => 0,
+        };
+        self.path().len() + data + OP_OVERHEAD
+    }
+
+    fn add_to(
+        &self,
+        writer: &mut MultiWriter<'_>,
+        acl: NodeAcl,
+    ) -> std::result::Result<(), zookeeper_client::Error> {
+        match self {
+            Op::Create { path, data, mode } => {
+                writer.add_create(path, data, &mode.with_acls(acl.acls()))
+            }
+            Op::SetData {
+                path,
+                data,
+                version,
+            } => writer.add_set_data(path, data, *version),
+            Op::Delete { path, version } => writer.add_delete(path, *version),
+            Op::Check { path, version } => writer.add_check_version(path, *version),
+        }
+    }
+}
+
+impl From<MultiWriteResult> for Written {
+    fn from(result: MultiWriteResult) -> Written {
+        match result {
+            MultiWriteResult::Create { path, .. } => Written::Created { path },
+            MultiWriteResult::SetData { stat } => Written::DataSet {
+                version: stat.version,
+            },
+            MultiWriteResult::Delete => Written::Deleted,
+            _ => Written::Checked,
+        }
+    }
+}
+
+/// The methods of a hold for fenced writes and revocation, `fenced` and
+/// `revocation_requested`, from its field `holding`, which offers `fence()`.
+macro_rules! fence_methods {
+    () => {
+        #[doc = "A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced)."]
+        pub fn fenced(&self) -> $crate::Fenced {
+            self.holding.fence().fenced()
+        }
+
+        #[doc = "Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke)."]
+        #[doc = ""]
+        #[doc = "# Notable errors"]
+        #[doc = "* [`Error::Lost`](crate::Error::Lost) if the hold ends first."]
+        #[doc = "* [`Error::NoAuth`](crate::Error::NoAuth) if the node's ACL no longer lets the"]
+        #[doc = "  session read it."]
+        #[doc = ""]
+        #[doc = "# Cancel safety"]
+        #[doc = "Cancel safe."]
+        pub async fn revocation_requested(&self) -> $crate::Result<()> {
+            self.holding.fence().revocation_requested().await
+        }
+    };
+}
+pub(crate) use fence_methods;

@@ -1,0 +1,161 @@
+//! A lock per key under one root: [`KeyedMutex`].
+//!
+//! `KeyedMutex::new(&session, "/locks/jobs")` hands out the [`Mutex`] of each key, at
+//! `/locks/jobs/<key>`: a lock per job, order or tenant, taken by many tasks at once.
+//! Every key's lock is exactly a [`Mutex`] on that path (the same nodes, the same
+//! guarantees, shared with Curator's `InterProcessMutex` on the same path); holders of
+//! different keys never wait for each other, and nothing is kept per key in the process
+//! (the value is as small as a [`Mutex`], whatever the number of keys).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::acl::NodeAcl;
+use crate::error::{Error, Result};
+use crate::lock::{Mutex, MutexGuard};
+use crate::path;
+use crate::session::Session;
+
+/// A distributed mutex per key under one root: the lock of key `k` is the [`Mutex`] on
+/// `<root>/<k>`.
+///
+/// A key is one path component: not empty, no `/`, not `.` or `..`, no character
+/// ZooKeeper rejects. A key's path (and the root, and its missing parents) is created as
+/// container nodes when first locked; ZooKeeper deletes an empty container some time after
+/// its last contender left, so an idle key leaves nothing behind.
+///
+/// Cloning is cheap; a new `KeyedMutex` or [`Mutex`] per acquisition costs no request.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::KeyedMutex;
+///
+/// let jobs = KeyedMutex::new(&session, "/locks/jobs")?;
+/// let guard = jobs.lock("job-42").await?; // the Mutex on /locks/jobs/job-42
+/// // ... work on job 42, passing guard.fencing_token() to the resource ...
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct KeyedMutex {
+    session: Session,
+    root: Arc<str>,
+    acl: NodeAcl,
+}
+
+impl KeyedMutex {
+    /// The locks under `root`, whose nodes get the session's [`NodeAcl`].
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `root` is malformed or too long; nothing is sent to
+    ///   ZooKeeper.
+    pub fn new(session: &Session, root: &str) -> Result<KeyedMutex> {
+        Ok(KeyedMutex {
+            session: session.clone(),
+            root: Arc::from(path::validate_root(root)?),
+            acl: session.node_acl(),
+        })
+    }
+
+    /// The ACL of the nodes its locks create, instead of the session's
+    /// [`node_acl`](crate::SessionBuilder::node_acl); see [`Mutex::node_acl`].
+    pub fn node_acl(self, acl: NodeAcl) -> KeyedMutex {
+        KeyedMutex { acl, ..self }
+    }
+
+    /// The root the keys' locks are under.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// The [`Mutex`] of `key`, on `<root>/<key>`; no request is sent.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `key` is not one valid path component, or the path is
+    ///   too long.
+    pub fn mutex(&self, key: &str) -> Result<Mutex> {
+        let path = key_path(&self.root, key)?;
+        Ok(Mutex::new(&self.session, &path)?.node_acl(self.acl))
+    }
+
+    /// Waits as long as it takes to hold the lock of `key`; see [`Mutex::lock`].
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] at once if `key` is not valid (see [`mutex`](Self::mutex));
+    ///   nothing is sent.
+    /// * As [`Mutex::lock`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Mutex::lock`].
+    pub async fn lock(&self, key: &str) -> Result<MutexGuard> {
+        self.mutex(key)?.lock().await
+    }
+
+    /// Takes the lock of `key` if no other contender is ahead; never waits; see
+    /// [`Mutex::try_lock`].
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] at once if `key` is not valid; nothing is sent.
+    /// * As [`Mutex::try_lock`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Mutex::lock`].
+    pub async fn try_lock(&self, key: &str) -> Result<Option<MutexGuard>> {
+        self.mutex(key)?.try_lock().await
+    }
+
+    /// Waits at most `timeout` to hold the lock of `key`; see [`Mutex::try_lock_for`].
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] at once if `key` is not valid; nothing is sent.
+    /// * As [`Mutex::try_lock_for`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Mutex::lock`].
+    pub async fn try_lock_for(&self, key: &str, timeout: Duration) -> Result<Option<MutexGuard>> {
+        self.mutex(key)?.try_lock_for(timeout).await
+    }
+}
+
+/// `<root>/<key>`, if `key` is one valid component.
+fn key_path(root: &str, key: &str) -> Result<String> {
+    let invalid = |reason| Error::InvalidPath {
+        path: path::join(root, key),
+        reason,
+    };
+    if key.is_empty() {
+        return Err(invalid("the key is empty"));
+    }
+    if key.contains('/') {
+        return Err(invalid("the key contains '/': a key is one path component"));
+    }
+    let path = path::join(root, key);
+    path::validate_root(&path)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(key: &str) -> &'static str {
+        match key_path("/locks/jobs", key) {
+            Err(Error::InvalidPath { reason, .. }) => reason,
+            other => panic!("{key:?} was accepted: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_key_is_one_valid_component() {
+        assert_eq!(
+            key_path("/locks/jobs", "k42").ok().as_deref(),
+            Some("/locks/jobs/k42")
+        );
+        assert_eq!(reason(""), "the key is empty");
+        assert!(reason("a/b").contains("one path component"));
+        assert!(reason("..").contains("relative"));
+        assert!(reason(".").contains("relative"));
+        assert!(reason("nul\0").contains("NUL"));
+        assert!(reason(&"k".repeat(path::MAX_LEN)).contains("longer"));
+    }
+}

@@ -1,0 +1,145 @@
+//! Revocation, as Apache Curator does it: anyone may ask a holder to let go.
+//!
+//! Asking writes Curator's revoke marker, `__REVOKE__`, into the holder's node ([`revoke`],
+//! [`Mutex::revoke_holders`](crate::Mutex::revoke_holders),
+//! [`RwLock::revoke_holders`](crate::RwLock::revoke_holders)), exactly as Curator's
+//! `Revoker.attemptRevoke` does; a holder learns of it from `revocation_requested()`
+//! on its guard, lease or leadership, which resolves once the marker is in its node (also
+//! when it was written before the call). So it works both ways: a Curator holder made
+//! revocable (`makeRevocable`) is called back when zk-recipes asks, and a zk-recipes holder
+//! hears Curator's `Revoker`.
+//!
+//! Asking is a hint, never a loss: nothing else changes. The holder decides whether and when
+//! to release; its hold stays trusted, its [fenced writes](crate::Fenced) still commit, and
+//! its release deletes the node whatever was written into it. The marker replaces the
+//! node's data, so the holder's id ([`Contender::id`](crate::Contender::id)) is no longer
+//! shown once it was asked ([`Contender::revocation_requested`](crate::Contender) says so).
+
+use tracing::{debug, info, info_span, Instrument};
+use zookeeper_client::Error as Zk;
+
+use crate::error::{Error, Result};
+use crate::fenced::Fence;
+use crate::path;
+use crate::session::{retry, Session};
+
+/// What Curator's `Revoker` writes into a holder's node (`LockInternals.REVOKE_MESSAGE`).
+pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
+
+/// Asks the holder of `node` (the full path of a contender's node: a lock holder's, a
+/// lease's, a leader's) to let go, by writing `__REVOKE__` into it as Curator's
+/// `Revoker.attemptRevoke` does. `false` if there is no such node, or it is no contender's
+/// (not an ephemeral node with a sequence number: a lock's own path, for example): nobody
+/// was asked and nothing was written.
+///
+/// A holder learns of it from `revocation_requested()` on its guard, lease or leadership,
+/// which resolves once the marker is in its node (also when it was written before the
+/// call). So it works both ways with Curator: a Curator holder made revocable
+/// (`makeRevocable`) is called back when zk-recipes asks, and a zk-recipes holder hears
+/// Curator's `Revoker`. [`Mutex::revoke_holders`](crate::Mutex::revoke_holders) and
+/// [`RwLock::revoke_holders`](crate::RwLock::revoke_holders) ask whoever holds a path now.
+///
+/// Asking is a hint, never a loss: nothing else changes. The holder decides whether and when
+/// to release; its hold stays trusted, its [fenced writes](crate::Fenced) still commit, and
+/// its release deletes the node whatever was written into it. The marker replaces the
+/// node's data, so the holder's id is no longer shown once it was asked
+/// ([`Contender::revocation_requested`](crate::Contender::revocation_requested) says so).
+///
+/// Does not wait for a connection that is down; sends the write again if the connection
+/// broke with it in flight (it is idempotent), a few times at most.
+///
+/// # Notable errors
+/// * [`Error::InvalidPath`] if `node` is malformed; nothing is sent.
+/// * [`Error::NoAuth`] if the node's ACL denies writing it.
+/// * [`Error::Disconnected`] at once if the connection is down: nothing was sent.
+/// * [`Error::ConnectionLoss`] if the outcome stayed unknown.
+/// * [`Error::Renewing`] while a new session is being made.
+///
+/// # Cancel safety
+/// Cancel safe; the marker may or may not have been written.
+pub async fn revoke(session: &Session, node: &str) -> Result<bool> {
+    let node = path::validate_root(node)?;
+    let span = info_span!("zk.revoke", node);
+    async {
+        let client = session.connected()?;
+        let stat = retry(&client, || client.check_stat(node))
+            .await
+            .map_err(|err| at(node, err))?;
+        if !stat.is_some_and(|stat| is_contender(node, stat.ephemeral_owner)) {
+            debug!("no contender's node: nobody to ask");
+            return Ok(false);
+        }
+        match retry(&client, || client.set_data(node, REVOKE, None)).await {
+            Ok(_) => {
+                info!("asked the holder to let go");
+                Ok(true)
+            }
+            Err(Error::ZooKeeper(Zk::NoNode)) => Ok(false),
+            Err(err) => Err(at(node, err)),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Whether `node` is a contender's: ephemeral (`owner` is its session), named with the
+/// ten-digit sequence number a sequential create appends (every queue recipe's nodes,
+/// Curator's and kazoo's alike). A lock's own path, a semaphore's `leases` folder or a
+/// group member is none: writing the marker there would ask nobody and overwrite data.
+fn is_contender(node: &str, owner: i64) -> bool {
+    let name = node.rsplit('/').next().unwrap_or_default();
+    let digits = name.len().saturating_sub(10);
+    owner != 0 && name.len() > 10 && name.as_bytes()[digits..].iter().all(u8::is_ascii_digit)
+}
+
+/// A client error about `node` as the crate's error for it.
+fn at(node: &str, err: Error) -> Error {
+    match err {
+        Error::ZooKeeper(err) => Error::at(node, err),
+        other => other,
+    }
+}
+
+impl Fence {
+    /// Resolves once `__REVOKE__` is in the holder's node.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] if the hold ends (or reads as lost) first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn revocation_requested(&self) -> Result<()> {
+        let span = info_span!("zk.revocation_requested", node = %self.node());
+        async {
+            loop {
+                if self.asked() {
+                    info!("asked to let go");
+                    return Ok(());
+                }
+                let client = self.client()?;
+                let read = tokio::select! {
+                    read = retry(&client, || client.get_and_watch_data(self.node())) => read,
+                    _ = self.trust().lost() => return Err(self.lost()),
+                };
+                drop(client);
+                let watcher = match read {
+                    Ok((data, _, _)) if data == REVOKE => {
+                        self.note(&data);
+                        continue;
+                    }
+                    Ok((_, _, watcher)) => watcher,
+                    Err(Error::ZooKeeper(Zk::NoNode) | Error::SessionExpired | Error::Closed) => {
+                        return Err(self.lost())
+                    }
+                    Err(err) => return Err(at(self.node(), err)),
+                };
+                tokio::select! {
+                    event = watcher.changed() => debug!(?event, "our node changed"),
+                    _ = self.trust().lost() => return Err(self.lost()),
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}

@@ -1,0 +1,128 @@
+//! Entry turns: how many queue entries (a create and the listing sent with it) one session
+//! has in flight at once, per root.
+//!
+//! A listing holds the whole queue of its root. A burst of waiters on one root would
+//! otherwise send all its creates and listings together: every listing holds the whole
+//! queue (names in flight grow with the square of the burst), and the client's buffers and
+//! the entering states all grow with the burst and stay grown. So a root has at most
+//! [`PER_ROOT`] entries in flight on a session; the others wait their turn, in order.
+//!
+//! Entries on different roots do not wait for each other (a lock per key, many tasks):
+//! their listings are small. Roots share turns by stripe (a hash of the root picks one
+//! of [`STRIPES`] groups of [`PER_ROOT`] turns), so no map of roots is kept and the bound
+//! holds for every root: names listed at once stay below `PER_ROOT` × the queued
+//! contenders, as with one group for the whole session.
+
+use std::hash::{BuildHasher, Hasher};
+
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// Entries one root has in flight on a session at most; sixteen keep the server's pipeline
+/// full.
+pub(crate) const PER_ROOT: usize = 16;
+
+/// Groups of turns: roots whose hashes pick different groups never wait for each other.
+const STRIPES: usize = 64;
+
+/// A session's entry turns.
+#[derive(Debug)]
+pub(crate) struct EntryTurns {
+    stripes: Box<[Semaphore]>,
+    /// Keys the hash, the same for every root of this session.
+    hasher: std::hash::RandomState,
+}
+
+impl EntryTurns {
+    pub(crate) fn new() -> EntryTurns {
+        EntryTurns {
+            stripes: (0..STRIPES).map(|_| Semaphore::new(PER_ROOT)).collect(),
+            hasher: std::hash::RandomState::new(),
+        }
+    }
+
+    /// A turn to enter the queue under `root`, waited for while [`PER_ROOT`] entries of
+    /// its stripe are under way; `None` once [`close`](Self::close)d.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: turns are handed out in order, and a dropped wait takes none.
+    pub(crate) async fn turn(&self, root: &str) -> Option<SemaphorePermit<'_>> {
+        self.stripe(root).acquire().await.ok()
+    }
+
+    /// No more turns: waits end, and later ones fail at once.
+    pub(crate) fn close(&self) {
+        self.stripes.iter().for_each(Semaphore::close);
+    }
+
+    fn stripe(&self, root: &str) -> &Semaphore {
+        let mut hasher = self.hasher.build_hasher();
+        hasher.write(root.as_bytes());
+        // The remainder is below STRIPES: it fits.
+        let i = usize::try_from(hasher.finish() % STRIPES as u64).unwrap_or_default();
+        &self.stripes[i]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::{pin, Pin};
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    /// Polls `future` once.
+    fn poll<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
+        future.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// `PER_ROOT` turns on `root`, each given at once.
+    fn fill<'t>(turns: &'t EntryTurns, root: &str) -> Vec<SemaphorePermit<'t>> {
+        (0..PER_ROOT)
+            .map(|_| match poll(Box::pin(turns.turn(root)).as_mut()) {
+                Poll::Ready(Some(permit)) => permit,
+                other => panic!("turn on {root}: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_burst_on_one_root_has_at_most_per_root_entries_in_flight() {
+        let turns = EntryTurns::new();
+        let held = fill(&turns, "/locks/one");
+        let mut next = pin!(turns.turn("/locks/one"));
+        assert!(
+            poll(next.as_mut()).is_pending(),
+            "one entry too many went ahead"
+        );
+        drop(held);
+        assert!(
+            poll(next.as_mut()).is_ready(),
+            "a freed turn was not handed on"
+        );
+    }
+
+    #[test]
+    fn entries_on_other_roots_do_not_wait() {
+        let turns = EntryTurns::new();
+        let _held = fill(&turns, "/locks/busy");
+        let busy = turns.stripe("/locks/busy");
+        let other = (0..)
+            .map(|k| format!("/locks/jobs/k{k}"))
+            .find(|root| !std::ptr::eq(turns.stripe(root), busy))
+            .unwrap_or_default();
+        let mut turn = pin!(turns.turn(&other));
+        assert!(
+            poll(turn.as_mut()).is_ready(),
+            "an entry on another root waited"
+        );
+    }
+
+    #[test]
+    fn closed_turns_end_waits() {
+        let turns = EntryTurns::new();
+        turns.close();
+        let mut turn = pin!(turns.turn("/locks/one"));
+        assert!(matches!(poll(turn.as_mut()), Poll::Ready(None)));
+    }
+}
