@@ -6,7 +6,10 @@
 #   2. the failover demo: three candidates elect a master, the master is killed (SIGKILL,
 #      as in a crash) and a follower takes over once the dead master's session expires;
 #   3. the command line: three shell loops increment one file, each step under
-#      `zk-recipes lock`; the final count proves that no update was lost.
+#      `zk-recipes lock`; the final count proves that no update was lost;
+#   4. master/follower: three replicas join a group and an election; the master deals
+#      6 partitions to the live members with a fenced write, each replica works on its
+#      part; the master is killed and the new master deals them again.
 # The ensemble is stopped at the end unless KEEP_ENSEMBLE=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,3 +103,52 @@ for pid in "${loops[@]}"; do wait "$pid"; done
 echo "counter file: $(cat "$counter") (expected 30; without the lock, increments get lost)"
 [ "$(cat "$counter")" = 30 ]
 echo "command line demo done"
+
+echo
+echo "=== 4. Master/follower: 3 replicas share 6 partitions; kill the master, they are dealt again"
+replicas=(replica-1 replica-2 replica-3)
+for id in "${replicas[@]}"; do
+    target/release/examples/master_follower "$id" 6 >"$logs/$id.log" 2>&1 &
+    pids+=("$!")
+    echo "started $id (pid $!)"
+done
+
+# Prints the id (other than $1) whose latest assignment deals to exactly $2 members.
+dealt_to() {
+    for id in "${replicas[@]}"; do
+        [ "$id" = "$1" ] && continue
+        n=$(awk '/ published v/ { n = NF - 5 } END { print n + 0 }' "$logs/$id.log" 2>/dev/null)
+        [ "$n" = "$2" ] && { echo "$id"; return 0; }
+    done
+    return 1
+}
+
+await_dealt() { # $1: an id that must not be the answer; $2: members; $3: seconds
+    local deadline=$((SECONDS + $3))
+    while [ $SECONDS -lt $deadline ]; do
+        dealt_to "$1" "$2" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+master=$(await_dealt none 3 30) || { echo "no assignment to 3 members"; tail -n 5 "$logs"/replica-*.log; exit 1; }
+echo "master: $master; the assignment and who works on what:"
+grep -h -E "published|working on" "$logs"/replica-*.log | sed "s/^/  /"
+echo "--- the group, as \`zk-recipes members\` shows it:"
+target/release/zk-recipes members --hosts "$ZK_HOSTS" /zk-recipes-demo/service/members
+
+index=0
+for id in "${replicas[@]}"; do [ "$id" = "$master" ] && break; index=$((index + 1)); done
+killed_at=$(date +%s%3N)
+kill -KILL "${pids[$((${#pids[@]} - 3 + index))]}"
+echo "--- killed $master with SIGKILL; its session expires after the 4 s session timeout"
+
+second=$(await_dealt "$master" 2 30) || { echo "the partitions were not dealt again"; tail -n 5 "$logs"/replica-*.log; exit 1; }
+dealt_at=$(grep " published v" "$logs/$second.log" | tail -n 1 | cut -d' ' -f1)
+echo "new master: $second, dealt the partitions to 2 members $((dealt_at - killed_at)) ms after the kill:"
+for id in "${replicas[@]}"; do
+    [ "$id" = "$master" ] && continue
+    grep -E "role: MASTER|published|working on" "$logs/$id.log" | tail -n 2 | sed "s/^/  /"
+done
+echo "master/follower demo done"

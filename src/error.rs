@@ -165,6 +165,15 @@ pub enum Error {
         recorded: u32,
     },
 
+    /// A [`Group`](crate::Group) member id is in use: its node exists and belongs to
+    /// another live session (or is not ephemeral). Nothing was created and nothing of the
+    /// other member's was touched; join again once it has left.
+    #[error("member node {node:?} belongs to another session")]
+    IdTaken {
+        /// The member's node.
+        node: String,
+    },
+
     /// The [`Session`](crate::Session) ended for good: it was closed, a new session after
     /// expiry was refused for good, or the runtime that ran it shut down;
     /// [`Session::close_reason`](crate::Session::close_reason) says which.

@@ -12,6 +12,8 @@
 //! * [`Semaphore`]: at most N [`Lease`]s at a time, one acquirer at a time waiting on the
 //!   count behind an internal [`Mutex`].
 //! * [`LeaderElection`]: master/follower roles on the same queue.
+//! * [`Group`]: group membership (Curator's `GroupMember` layout): a member node kept
+//!   across session expiry, and live views of the members and of an election's leader.
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!
 //! Every recipe names its nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`,
@@ -47,6 +49,7 @@ mod contenders;
 mod election;
 mod error;
 mod fenced;
+mod group;
 mod guard;
 mod keyed;
 mod lock;
@@ -64,6 +67,7 @@ pub use contenders::{Access, Contender};
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
 pub use fenced::{Fenced, Written};
+pub use group::{Group, Member, Membership, Presence};
 pub use guard::Hold;
 pub use keyed::KeyedMutex;
 pub use lock::{DistributedLock, Mutex, MutexGuard};

@@ -1035,6 +1035,49 @@ async fn rw_lock_and_kazoo_hand_off_in_queue_order() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Group membership: Curator's GroupMember (a PersistentNode, EPHEMERAL, at <path>/<id>)
+
+#[tokio::test(flavor = "multi_thread")]
+async fn group_members_of_curator_and_ours_see_one_group() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("curator-group");
+    let mut peer = Peer::curator_group(zk, &root).await;
+    let ours = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let group = zk_recipes::Group::new(&ours, &root).unwrap();
+    let mut view = group.watch_members().await.unwrap();
+    let ids = |members: &[zk_recipes::Member]| -> Vec<String> {
+        members.iter().map(|m| m.id.clone()).collect()
+    };
+
+    assert_eq!(peer.call("join java java-data").await, "joined");
+    zk_harness::await_watch("Curator's member", &mut view, |m| ids(m) == ["java"]).await;
+    assert_eq!(view.borrow()[0].data, b"java-data");
+
+    let member = group.join("rust", "rust-data").await.unwrap();
+    assert_eq!(
+        peer.call("await-members 20000 java,rust").await,
+        "true java=java-data,rust=rust-data",
+        "Curator sees our member"
+    );
+    // One id, one node: ours does not take the id a Curator member holds.
+    let taken = group.join("java", "x").await;
+    assert!(
+        matches!(taken, Err(zk_recipes::Error::IdTaken { .. })),
+        "{taken:?}"
+    );
+
+    member.leave().await.unwrap();
+    assert_eq!(
+        peer.call("await-members 20000 java").await,
+        "true java=java-data"
+    );
+    assert_eq!(peer.call("leave java").await, "left");
+    zk_harness::await_watch("no member", &mut view, |m| m.is_empty()).await;
+    peer.quit().await;
+    await_empty(&observer(&zk.connect_string()).await, &root).await;
+}
+
+// ---------------------------------------------------------------------------------------
 // Revocation and contenders with Curator
 
 /// The id zk-recipes' contenders carry by default: `<host name>/<process id>`.

@@ -72,6 +72,26 @@ pub enum Command {
     /// follows in an election, once.
     #[command(after_help = help(STATUS_EXAMPLES))]
     Status(Observe),
+    /// Print the members of the group on PATH (ids and data), once or on every change.
+    ///
+    /// The group is Curator's GroupMember layout: one ephemeral node PATH/ID per member,
+    /// its data as payload. With --watch: a line now and one on every change (from one
+    /// children watch, no polling) until SIGINT, SIGTERM, SIGHUP or SIGQUIT or until its
+    /// output is closed (exit 0); a member that died shows until its session expires.
+    #[command(after_help = help(MEMBERS_EXAMPLES))]
+    Members(Members),
+    /// Be a member of the group on PATH while CMD runs.
+    ///
+    /// Makes the ephemeral node PATH/ID with --data as its data (Curator's GroupMember
+    /// layout), keeps it while CMD runs (made again after a session expiry), deletes it
+    /// once CMD exits, and exits with CMD's status. CMD gets ZK_MEMBER_NODE and
+    /// ZK_MEMBER_ZXID (the zxid that created the node). An ID held by another live session
+    /// is refused (exit 69, CMD not run); if another session takes the ID while this one
+    /// had expired, CMD is stopped as by `lock` on a loss (exit 79). Signals are passed on
+    /// as by `lock`. Without CMD: prints the node and the zxid, and stays a member until a
+    /// signal.
+    #[command(after_help = help(JOIN_EXAMPLES))]
+    Join(Join),
     /// Ask whoever holds the lock (or leads) at PATH now to let go, as Curator's Revoker
     /// does: writes `__REVOKE__` into each holder's node and prints each node asked. A
     /// request, not a loss: the holder decides (`lock --on-revoke=release` lets go).
@@ -134,6 +154,41 @@ pub struct Observe {
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// `zk-recipes members`.
+#[derive(Debug, Args)]
+pub struct Members {
+    /// The group's path, e.g. /services/orders/members.
+    #[arg(value_parser = path)]
+    pub path: String,
+    /// Print a line now and one on every change, until a signal.
+    #[arg(long)]
+    pub watch: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// `zk-recipes join`.
+#[derive(Debug, Args)]
+pub struct Join {
+    /// The group's path, e.g. /services/orders/members.
+    #[arg(value_parser = path)]
+    pub path: String,
+    /// This member's id: the node's name (no '/').
+    #[arg(long, value_parser = NonEmptyStringValueParser::new())]
+    pub id: String,
+    /// The member's data, e.g. its address (default: none).
+    #[arg(long, value_name = "D", default_value = "")]
+    pub data: String,
+    #[command(flatten)]
+    pub run: Run,
+    // Last: its security options end the help, under their own heading.
     #[command(flatten)]
     pub connection: Connection,
 }
@@ -265,6 +320,16 @@ Examples:
   zk-recipes status /election/indexer
   zk-recipes status --json /locks/backup
   zk-recipes status /semaphores/crawlers";
+
+const MEMBERS_EXAMPLES: &str = "\
+Examples:
+  zk-recipes members /services/orders/members
+  zk-recipes members --watch --json /services/orders/members | jq -c '[.members[].id]'";
+
+const JOIN_EXAMPLES: &str = "\
+Examples:
+  # Serve, and be listed as a member while serving:
+  zk-recipes join /services/orders/members --id \"$(hostname)\" --data 10.0.0.7:8080 -- ./serve";
 
 /// A command's examples followed by the exit statuses.
 fn help(examples: &str) -> String {

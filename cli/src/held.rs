@@ -60,6 +60,13 @@ pub const LEADERSHIP: Kind = Kind {
     token: "ZK_LEADER_TERM",
 };
 
+/// A group membership: `ZK_MEMBER_NODE`, `ZK_MEMBER_ZXID` (the zxid that created it).
+pub const MEMBERSHIP: Kind = Kind {
+    what: "membership",
+    node: "ZK_MEMBER_NODE",
+    token: "ZK_MEMBER_ZXID",
+};
+
 impl Kind {
     /// CMD's variables for `held`.
     fn env(self, held: &dyn Hold) -> Vec<(&'static str, String)> {

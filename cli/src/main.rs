@@ -8,6 +8,10 @@
 //! * `zk-recipes observe PATH` and `zk-recipes status PATH` print who holds and waits, or
 //!   leads and follows, on every change or once ([`observe`]).
 //!
+//! * `zk-recipes members PATH` prints a group's members, once or on every change
+//!   ([`members`]); `zk-recipes join PATH --id ID -- CMD` is a member while CMD runs
+//!   ([`join`]).
+//!
 //! What is held while CMD runs, and how CMD is stopped on loss and on signals, is one
 //! piece of code for every recipe ([`held`], [`child`]). zk-recipes exits with CMD's
 //! status when CMD ran to its end, else with one of its own ([`status`]). Credentials and
@@ -23,7 +27,9 @@ mod child;
 mod duration;
 mod elect;
 mod held;
+mod join;
 mod lock;
+mod members;
 mod observe;
 mod revoke;
 mod say;
@@ -96,6 +102,8 @@ async fn run(command: &Command) -> u8 {
             )
             .await
         }
+        Command::Members(args) => session::run(args, &mut signals).await,
+        Command::Join(args) => session::run(args, &mut signals).await,
         Command::Revoke(args) => session::run(args, &mut signals).await,
         Command::Watchdog => status::USAGE,
     }

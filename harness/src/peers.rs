@@ -82,7 +82,8 @@ fn curator_classpath() -> String {
     path.join(":")
 }
 
-/// Compiles `CuratorPeer.java` once per test binary; the directory holding its class.
+/// Compiles `CuratorPeer.java` and `CuratorGroupPeer.java` once per test binary; the
+/// directory holding their classes.
 fn curator_classes() -> &'static Path {
     static CLASSES: OnceLock<PathBuf> = OnceLock::new();
     CLASSES.get_or_init(|| {
@@ -93,6 +94,7 @@ fn curator_classes() -> &'static Path {
             .args(["-nowarn", "-cp", &curator_classpath(), "-d"])
             .arg(&out)
             .arg(&source)
+            .arg(interop_dir().join("CuratorGroupPeer.java"))
             .output()
             .unwrap_or_else(|e| {
                 panic!("cannot run {javac} to build the Curator peer (install a JDK): {e}")
@@ -288,3 +290,18 @@ impl Peer {
 }
 
 // ---------------------------------------------------------------------------------------
+
+impl Peer {
+    /// A Curator client (one session) whose `GroupMember`s join the group on `path`
+    /// (`tests/interop/CuratorGroupPeer.java` lists its commands).
+    pub async fn curator_group(zk: &Ensemble, path: &str) -> Peer {
+        let classes = curator_classes().display().to_string();
+        let classpath = format!("{}:{classes}", curator_classpath());
+        let java = std::env::var("INTEROP_JAVA").unwrap_or_else(|_| "java".into());
+        let mut cmd = Command::new(java);
+        cmd.args(["-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+            .args(["-Djava.net.preferIPv4Stack=true", "-cp", &classpath])
+            .args(["CuratorGroupPeer", &zk.connect_string(), path]);
+        Peer::start("curator-group", cmd).await
+    }
+}

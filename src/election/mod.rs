@@ -150,6 +150,11 @@ impl LeaderElection {
         self.queue.root()
     }
 
+    /// The session the election runs on.
+    pub(crate) fn session(&self) -> &Session {
+        &self.session
+    }
+
     /// Enters the queue and returns at once, as a [`Candidate`] that follows or leads in
     /// the background.
     ///

@@ -133,7 +133,7 @@ async fn remove_signalling(
 
 /// What a removal deletes.
 #[derive(Debug)]
-pub(super) enum Removal {
+pub(crate) enum Removal {
     /// A node of ours, and whether to signal its successor (see [`remove`]).
     Node(String, bool),
     /// The node named with this uuid under the root, if a create made it.
@@ -147,7 +147,7 @@ pub(super) enum Removal {
 /// It keeps trying, with back-off, until the node is gone or its session is (then the
 /// servers delete it); closing the session ends it at once. The returned future says how
 /// the node left as soon as that is known; dropping it leaves the removal running.
-pub(super) fn spawn_removal(
+pub(crate) fn spawn_removal(
     session: &Session,
     client: Weak<Client>,
     removal: Removal,

@@ -112,7 +112,7 @@ use crate::session::{disconnected, retry, Session};
 
 use holding::NODE_WATCH_DELAY;
 pub(crate) use holding::{Holding, NodeWatch};
-pub(crate) use leaving::Left;
+pub(crate) use leaving::{spawn_removal, Left, Removal};
 pub(crate) use order::sort_contenders;
 pub(crate) use waiting::Turn;
 

@@ -1,0 +1,143 @@
+//! `zk-recipes members` and `zk-recipes join`: members appear as `join` processes start and
+//! vanish when they are SIGKILLed or stopped, against a real ZooKeeper server.
+
+mod support;
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use support::{exit_within, first_line, output_within, signal, start, Test};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, ChildStdout};
+use zk_harness::{await_empty, bounded, observer, PATIENCE};
+
+/// Session timeout of the members: how long a killed member stays listed, at most (plus
+/// the servers' tick).
+const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `zk-recipes join ROOT --id ID --data data-ID -- sleep 60`.
+fn member(test: &Test, id: &str) -> Child {
+    let data = format!("data-{id}");
+    let mut join = test.command(&["join", &test.root, "--id", id, "--data", &data]);
+    join.args(["--session-timeout", "2s", "--", "sleep", "60"]);
+    start(&mut join)
+}
+
+/// The ids of a `members --json` line.
+fn ids(line: &str) -> Vec<String> {
+    let parsed: Value = serde_json::from_str(line).expect("a JSON line");
+    parsed["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| m["id"].as_str().expect("an id").to_owned())
+        .collect()
+}
+
+/// Reads lines until one lists exactly `expected`, within `within`.
+async fn await_ids(out: &mut BufReader<ChildStdout>, expected: &[&str], within: Duration) {
+    bounded(&format!("members {expected:?}"), within, async {
+        loop {
+            let mut line = String::new();
+            let read = out.read_line(&mut line).await.expect("members' output");
+            assert!(read > 0, "members --watch ended");
+            if ids(&line) == expected {
+                return;
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn members_appear_as_joiners_start_and_vanish_when_killed_or_stopped() {
+    let test = Test::new("members").await;
+    let mut watch = test.command(&["members", "--watch", "--json", &test.root]);
+    let (mut watching, mut out, first) = first_line(&mut watch).await;
+    assert_eq!(ids(&first), Vec::<String>::new());
+
+    let mut a = member(&test, "a");
+    let mut b = member(&test, "b");
+    await_ids(&mut out, &["a", "b"], PATIENCE).await;
+
+    // SIGKILL: nothing deletes the node; it goes when the servers expire the session.
+    signal(&a, Signal::SIGKILL);
+    exit_within(&mut a, PATIENCE).await;
+    await_ids(&mut out, &["b"], SESSION_TIMEOUT * 3).await;
+
+    // SIGTERM: passed on to CMD; the node is deleted once it exited.
+    signal(&b, Signal::SIGTERM);
+    let status = exit_within(&mut b, PATIENCE).await;
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "CMD's status: killed by SIGTERM"
+    );
+    await_ids(&mut out, &[], PATIENCE).await;
+
+    signal(&watching, Signal::SIGTERM);
+    assert_eq!(exit_within(&mut watching, PATIENCE).await.code(), Some(0));
+    await_empty(&observer(&test.hosts).await, &test.root).await;
+}
+
+#[tokio::test]
+async fn members_once_in_text_and_json_and_join_without_cmd_prints_its_node() {
+    let test = Test::new("members-once").await;
+    let mut join = test.command(&["join", &test.root, "--id", "m1", "--data", "10.0.0.7"]);
+    let (mut joined, _out, line) = first_line(&mut join).await;
+    assert_eq!(line.trim(), format!("ZK_MEMBER_NODE={}/m1", test.root));
+
+    let (output, _) = output_within(&mut test.command(&["members", &test.root])).await;
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "members: m1=10.0.0.7\n"
+    );
+    let (output, _) = output_within(&mut test.command(&["members", "--json", &test.root])).await;
+    let parsed: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(parsed["members"][0]["data"], "10.0.0.7");
+
+    signal(&joined, Signal::SIGINT);
+    assert_eq!(exit_within(&mut joined, PATIENCE).await.code(), Some(0));
+    await_empty(&observer(&test.hosts).await, &test.root).await;
+}
+
+#[tokio::test]
+async fn a_taken_or_malformed_id_is_refused_and_cmd_does_not_run() {
+    let test = Test::new("join-refused").await;
+    let mut holder = member(&test, "x");
+    let client = observer(&test.hosts).await;
+    let node = format!("{}/x", test.root);
+    bounded("the member's node", PATIENCE, async {
+        loop {
+            let (stat, made) = client.check_and_watch_stat(&node).await.expect("a look");
+            if stat.is_some() {
+                return;
+            }
+            made.changed().await;
+        }
+    })
+    .await;
+    let (_, before) = client.get_data(&node).await.expect("the node");
+
+    let ran = test.scratch.file("ran");
+    let touch = ["--", "touch", ran.to_str().expect("a path")];
+    let mut taken = test.command(&["join", &test.root, "--id", "x"]);
+    let (output, _) = output_within(taken.args(touch)).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("another session"), "{stderr}");
+    let mut bad = test.command(&["join", &test.root, "--id", "a/b"]);
+    let (output, _) = output_within(bad.args(touch)).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("member id"), "{stderr}");
+    assert!(!ran.exists(), "CMD ran");
+    let (_, after) = client.get_data(&node).await.expect("the node");
+    assert_eq!((after.czxid, after.version), (before.czxid, before.version));
+
+    signal(&holder, Signal::SIGTERM);
+    exit_within(&mut holder, PATIENCE).await;
+    await_empty(&client, &test.root).await;
+}

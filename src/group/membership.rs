@@ -1,0 +1,477 @@
+//! A membership: the member's node, made and kept by a task on the session's runtime until
+//! the member leaves (see the [group docs](super) for what it promises).
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{oneshot, watch};
+use tracing::{debug, info, info_span, warn, Instrument};
+use zookeeper_client::{Client, CreateMode, EventType};
+
+use super::Group;
+use crate::acl::NodeAcl;
+use crate::error::outcome_unknown;
+use crate::error::{Error, Result};
+use crate::fenced::{Fence, Fenced};
+use crate::guard::Hold;
+use crate::queue::{spawn_removal, Removal};
+use crate::session::{reconnected, retry, Session};
+use crate::trust::{Loss, Trust};
+
+/// The pause before making the node again after an attempt that failed for a reason that
+/// passes (connection, expiry); it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// How many times a create is sent while its outcome stays unknown.
+const ATTEMPTS: usize = 3;
+
+/// Whether a member's node is there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Presence {
+    /// The node was made (or seen) on the live session and not heard deleted since. While
+    /// the connection is suspended it stays `Present`: the session, and the node, may live.
+    Present,
+    /// The node went (session expired, someone deleted it) and is being made again; or the
+    /// membership ended with an error ([`Membership::leave`] returns it).
+    Absent,
+    /// While the node was away, another session made `<path>/<id>` its own. The membership
+    /// does not take it back: it ends; leave and join again when the id is free.
+    Taken,
+}
+
+/// This process's membership of a [`Group`]: keeps the node `<path>/<id>` until
+/// [`leave`](Self::leave) or drop, making it again after session expiry.
+///
+/// Dropping it deletes the node in the background: to join again under the same id on the
+/// same session, [`leave`](Self::leave) first (a join that comes before the delete finds
+/// the id taken).
+#[derive(Debug)]
+pub struct Membership {
+    id: Arc<str>,
+    node: Arc<str>,
+    created: u64,
+    session: Session,
+    acl: NodeAcl,
+    /// The client of the session the node was last made on (for fenced writes).
+    current: Current,
+    presence: watch::Receiver<Presence>,
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<oneshot::Receiver<Result<()>>>,
+}
+
+/// The client of the session the node was last made on, as the task updates it.
+type Current = Arc<std::sync::Mutex<Weak<Client>>>;
+
+/// What the task keeps: the node, its data, and where it goes.
+#[derive(Debug)]
+struct Claim {
+    session: Session,
+    root: Arc<str>,
+    node: Arc<str>,
+    data: Vec<u8>,
+    acl: NodeAcl,
+}
+
+impl Membership {
+    /// Makes the node on the live session and starts keeping it.
+    pub(super) async fn join(
+        group: &Group,
+        node: String,
+        id: &str,
+        data: Vec<u8>,
+    ) -> Result<Membership> {
+        let claim = Claim {
+            session: group.session.clone(),
+            root: group.root.clone(),
+            node: node.into(),
+            data,
+            acl: group.acl,
+        };
+        let node = claim.node.clone();
+        let current = Current::default();
+        let (presence_tx, presence) = watch::channel(Presence::Absent);
+        let (stop, stopped) = oneshot::channel();
+        let (joined_tx, joined) = oneshot::channel();
+        let (done_tx, done) = oneshot::channel();
+        let span = info_span!("zk.group.member", %node);
+        let session = claim.session.clone();
+        let made_on = current.clone();
+        session.spawn(
+            async move {
+                let ended = keep(claim, (presence_tx, made_on), joined_tx, stopped).await;
+                let _ = done_tx.send(ended);
+            }
+            .instrument(span),
+        );
+        // A dropped join drops `stop`: the task deletes what it made.
+        let created = joined.await.unwrap_or(Err(Error::Closed))?;
+        Ok(Membership {
+            id: id.into(),
+            node,
+            created,
+            session,
+            acl: group.acl,
+            current,
+            presence,
+            stop: Some(stop),
+            done: Some(done),
+        })
+    }
+
+    /// The member's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Full path of the member's node.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The zxid that created the member's node when it joined (a node made again after
+    /// expiry has a greater one): what [`Hold::fencing_token`] gives.
+    pub fn created(&self) -> u64 {
+        self.created
+    }
+
+    /// Whether the node is there now (as far as this process knows).
+    pub fn presence(&self) -> Presence {
+        *self.presence.borrow()
+    }
+
+    /// The presence as it changes.
+    pub fn presences(&self) -> watch::Receiver<Presence> {
+        self.presence.clone()
+    }
+
+    /// Leaves the group: deletes the node and returns once it is gone (deleted, or gone
+    /// with its session). While the connection is down it waits for it, at most until the
+    /// servers would have expired the session.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the servers refused to make the node again after it went, or
+    ///   refuse the delete (the node then goes with the session).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the node is deleted in the background.
+    pub async fn leave(mut self) -> Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.done.take() {
+            Some(done) => done.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A membership as a [`Hold`], so that what runs under a lock or a leadership can run as a
+/// member too (`zk-recipes join -- CMD`). It is lost only when it can no longer be kept: the
+/// id was taken by another session while this one was away ([`Presence::Taken`],
+/// reported as [`Loss::NodeDeleted`]), or the membership ended (the session closed:
+/// [`Loss::Closed`]). An expiry is no loss: the node is made again.
+#[async_trait]
+impl Hold for Membership {
+    fn fencing_token(&self) -> u64 {
+        self.created
+    }
+
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn is_lost(&self) -> bool {
+        self.presence() == Presence::Taken || self.presence.has_changed().is_err()
+    }
+
+    async fn lost(&self) -> Loss {
+        let mut presences = self.presence.clone();
+        let taken = presences
+            .wait_for(|presence| *presence == Presence::Taken)
+            .await;
+        match taken.map(|_| ()) {
+            Ok(()) => Loss::NodeDeleted,
+            Err(_) => Loss::Closed,
+        }
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        self.leave().await
+    }
+
+    /// A transaction that commits only while the member's node exists on the session it
+    /// was last made on (a membership made again after expiry fences on the new node).
+    fn fenced(&self) -> Fenced {
+        let client = self.current.lock().map(|c| c.clone()).unwrap_or_default();
+        let liveness = client.upgrade().and_then(|c| self.session.liveness(&c));
+        let (trust, _report) = Trust::new(liveness);
+        Fence::new(self.acl, client, &self.node, trust).fenced()
+    }
+
+    /// Nobody asks a member to let go: it never resolves.
+    async fn revocation_requested(&self) -> Result<()> {
+        std::future::pending().await
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Makes the node, tells `joined`, and keeps the node until `stopped` (then deletes it).
+async fn keep(
+    claim: Claim,
+    (presence, made_on): (watch::Sender<Presence>, Current),
+    joined: oneshot::Sender<Result<u64>>,
+    mut stopped: oneshot::Receiver<()>,
+) -> Result<()> {
+    let first = async {
+        let client = claim.session.live().await?;
+        let czxid = claim.make(&client, None).await?;
+        Ok((Arc::downgrade(&client), client.session_id().0, czxid))
+    };
+    let (mut client, mut owner, czxid) = match first.await {
+        Ok(made) => made,
+        Err(err) => {
+            let _ = joined.send(Err(err));
+            return Ok(());
+        }
+    };
+    set(&made_on, &client);
+    presence.send_replace(Presence::Present);
+    info!("joined");
+    if joined
+        .send(Ok(u64::try_from(czxid).unwrap_or_default()))
+        .is_err()
+    {
+        debug!("join dropped; leaving");
+        return claim.remove(client).await;
+    }
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stopped => break,
+            () = claim.session.closed() => return Ok(()),
+            () = claim.gone(&client) => {}
+        }
+        presence.send_replace(Presence::Absent);
+        warn!("the node went; making it again");
+        let remade = tokio::select! {
+            biased;
+            // The create may have been sent: remove what it made.
+            _ = &mut stopped => return claim.remove_if_made().await,
+            () = claim.session.closed() => return Ok(()),
+            remade = claim.remake(owner) => remade,
+        };
+        match remade {
+            Ok(remade) => {
+                (client, owner) = remade;
+                set(&made_on, &client);
+                presence.send_replace(Presence::Present);
+                info!("made again");
+            }
+            Err(Error::IdTaken { node }) => {
+                warn!(%node, "the id was taken by another session meanwhile; not taking it back");
+                presence.send_replace(Presence::Taken);
+                let _ = stopped.await;
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    claim.remove(client).await
+}
+
+/// Records the client the node was made on.
+fn set(current: &Current, client: &Weak<Client>) {
+    if let Ok(mut current) = current.lock() {
+        *current = client.clone();
+    }
+}
+
+impl Claim {
+    /// Creates the node on `client` (and the group path, if missing), or finds it ours (a
+    /// create whose reply was lost). A node of `previous` (our session before expiry) is
+    /// waited for until it goes. A create whose outcome stays unknown is sent at most
+    /// [`ATTEMPTS`] times.
+    ///
+    /// # Notable errors
+    /// * [`Error::IdTaken`] if the node belongs to another session (another membership of
+    ///   this session included), or is persistent.
+    async fn make(&self, client: &Client, previous: Option<i64>) -> Result<i64> {
+        let options = CreateMode::Ephemeral.with_acls(self.acl.acls());
+        let (mut made_root, mut unknown) = (false, 0);
+        loop {
+            match client.create(&self.node, &self.data, &options).await {
+                Ok((stat, _)) => return Ok(stat.czxid),
+                Err(zookeeper_client::Error::NoNode) if !made_root => {
+                    made_root = true;
+                    self.make_root(client).await?;
+                }
+                Err(zookeeper_client::Error::NodeExists) => {
+                    if let Some(czxid) = self.found_ours(client, previous, unknown > 0).await? {
+                        return Ok(czxid);
+                    }
+                }
+                Err(err) if outcome_unknown(&err) && unknown + 1 < ATTEMPTS => {
+                    unknown += 1;
+                    reconnected(client).await?;
+                }
+                Err(err) => return Err(Error::at(&self.node, err)),
+            }
+        }
+    }
+
+    /// Whether the node that exists is ours: made by this session, when a create of ours
+    /// may have made it (`maybe_ours`). `false` once it is gone: a node of `previous` is
+    /// waited for.
+    ///
+    /// # Notable errors
+    /// * [`Error::IdTaken`] if it belongs to another session or another membership, or is
+    ///   persistent.
+    async fn found_ours(
+        &self,
+        client: &Client,
+        previous: Option<i64>,
+        maybe_ours: bool,
+    ) -> Result<Option<i64>> {
+        let ours = client.session_id().0;
+        let (stat, watcher) = client
+            .check_and_watch_stat(&self.node)
+            .await
+            .map_err(|err| Error::at(&self.node, err))?;
+        let (owner, czxid) = match stat {
+            None => return Ok(None),
+            Some(stat) => (stat.ephemeral_owner, stat.czxid),
+        };
+        if owner == ours && maybe_ours {
+            return Ok(Some(czxid));
+        }
+        if owner == ours || previous != Some(owner) {
+            return Err(Error::IdTaken {
+                node: self.node.to_string(),
+            });
+        }
+        debug!(
+            owner,
+            "our expired session's node is still there; waiting for it to go"
+        );
+        watcher.changed().await;
+        Ok(None)
+    }
+
+    /// Creates the group path and its missing parents as container nodes (as Curator does).
+    async fn make_root(&self, client: &Client) -> Result<()> {
+        let options = CreateMode::Container.with_acls(self.acl.acls());
+        retry(client, || client.mkdir(&self.root, &options))
+            .await
+            .map_err(|err| match err {
+                Error::ZooKeeper(err) => Error::at(&self.root, err),
+                err => err,
+            })
+    }
+
+    /// Makes the node again on the live session, after failures that pass with back-off;
+    /// `previous` owned the node that went. The client it was made on, and its session id.
+    ///
+    /// # Notable errors
+    /// * [`Error::IdTaken`] if another session made it meanwhile.
+    /// * [`Error::NoAuth`], [`Error::Closed`]: the membership ends.
+    async fn remake(&self, previous: i64) -> Result<(Weak<Client>, i64)> {
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let client = self.session.live().await?;
+            match self.make(&client, Some(previous)).await {
+                Ok(_) => return Ok((Arc::downgrade(&client), client.session_id().0)),
+                Err(
+                    Error::ConnectionLoss
+                    | Error::Disconnected
+                    | Error::Renewing
+                    | Error::SessionExpired,
+                ) => {
+                    debug!(?pause, "cannot make the node yet; again after a pause");
+                    drop(client);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_PAUSE);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Resolves once the node made on `client` is gone: deleted, found someone else's, or
+    /// its session ended. Holds the client only while a request is in flight.
+    async fn gone(&self, client: &Weak<Client>) {
+        loop {
+            let Some(live) = client.upgrade() else { return };
+            let ours = live.session_id().0;
+            let watching = live.check_and_watch_stat(&self.node);
+            let (stat, watcher) = match watching.await {
+                Ok(watching) => watching,
+                Err(err) if outcome_unknown(&err) => {
+                    debug!(%err, "cannot look at the node; again once connected");
+                    if reconnected(&live).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Err(
+                    zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed,
+                ) => return,
+                Err(err) => {
+                    warn!(%err, "cannot look at the node; again after a pause");
+                    drop(live);
+                    tokio::time::sleep(MAX_PAUSE).await;
+                    continue;
+                }
+            };
+            drop(live);
+            match stat {
+                Some(stat) if stat.ephemeral_owner == ours => {}
+                _ => return,
+            }
+            let event = watcher.changed().await;
+            match event.event_type {
+                EventType::NodeDeleted | EventType::Session => return,
+                // Written into (a hint), or anything else: look again.
+                _ => debug!(?event.event_type, "the node changed; looking again"),
+            }
+        }
+    }
+
+    /// Deletes the node if the live session made it (a create cut short by a leave).
+    async fn remove_if_made(&self) -> Result<()> {
+        let Ok(client) = self.session.connected() else {
+            // Not connected: a create cut short may have made it; look once back.
+            let Some(client) = self.session.client() else {
+                return Ok(());
+            };
+            if reconnected(&client).await.is_err() {
+                return Ok(());
+            }
+            return Box::pin(self.remove_if_made()).await;
+        };
+        let stat = retry(&client, || client.check_stat(&self.node)).await?;
+        match stat {
+            Some(stat) if stat.ephemeral_owner == client.session_id().0 => {
+                self.remove(Arc::downgrade(&client)).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Deletes the node made on `client`, as every recipe deletes its nodes.
+    async fn remove(&self, client: Weak<Client>) -> Result<()> {
+        let removal = Removal::Node(self.node.to_string(), false);
+        let left = spawn_removal(&self.session, client, removal).await?;
+        info!(?left, "left");
+        Ok(())
+    }
+}

@@ -1,0 +1,265 @@
+//! Group membership: [`Group`], [`Membership`], [`Member`]; live views of a group's members
+//! and of an election's leader. [`Group`]'s docs state what they promise.
+
+mod leader;
+mod membership;
+mod view;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use tracing::{info_span, Instrument};
+use view::View as _;
+use zookeeper_client::Client;
+
+use crate::acl::NodeAcl;
+use crate::error::{Error, Result};
+use crate::path;
+use crate::queue::MAX_DATA;
+use crate::session::Session;
+
+pub use membership::{Membership, Presence};
+
+/// A member of a group, as views see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// The member's id: its node's name.
+    pub id: String,
+    /// Its node's data, as it was when the node was first seen.
+    pub data: Vec<u8>,
+}
+
+/// A group on a path: its members are the nodes `<path>/<id>`.
+///
+/// # Semantics
+///
+/// * **A member** is the node `<path>/<id>`: EPHEMERAL, the member's data as its payload —
+///   Apache Curator's `GroupMember` layout (a `PersistentNode` in EPHEMERAL mode under the
+///   membership path), so Rust and Java services see one group.
+/// * **It stays as long as the member wants it.** [`Group::join`] creates the node; the
+///   [`Membership`] it returns keeps it: after the session expires it is made again, with the
+///   same id and data, on the session [`Session`] renews itself into; deleted by someone, it
+///   is made again at once. [`Membership::leave`] and dropping the membership delete it (in
+///   the background, retried until it is gone or its session is over, as a lock's release).
+/// * **One node, one member.** A node with the id that belongs to another live session is
+///   never taken over: [`Group::join`] fails at once with [`Error::IdTaken`], and nothing
+///   is created. (Curator's `PersistentNode` would write into it and share it; this recipe
+///   does not.) A node left by this membership's own previous session (the servers have
+///   expired that session, but the server we talk to has not applied the deletion yet) is
+///   waited for, then made again. If, while the membership was away (expired), another
+///   session made the id its own, the membership does not steal it back: its
+///   [`presence`](Membership::presence) turns [`Presence::Taken`].
+/// * **Views.** [`Group::watch_members`] and
+///   [`LeaderElection::watch_leader`](crate::LeaderElection::watch_leader) are
+///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling: one
+///   children watch per view on the server, and only the data of members that appeared is
+///   read. A member's data is read once, when its node is first seen: a later change of a
+///   foreign member's data (Curator's `setThisData`) is not followed.
+///
+/// # How stale a view can be
+///
+/// While connected, a view trails the servers by one notification and one listing (plus one
+/// read per new member), and it is sequentially consistent, as every ZooKeeper read: the
+/// server we talk to may trail the leader a little. A member that dies stays in every view
+/// until the servers expire its session (its session timeout after it was last heard).
+/// While the connection is **suspended**, nothing reaches the view: it keeps showing the
+/// last state it saw (watch [`Session::events`] to know), and catches up as soon as the
+/// connection is back (the servers tell about changes missed meanwhile) or, after expiry,
+/// with a listing on the new session. So a view is stale by at most the time the
+/// connection is down plus one round trip, on top of the member's own session timeout.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// use zk_recipes::Group;
+///
+/// let group = Group::new(&session, "/services/orders/members")?;
+/// let me = group.join("replica-1", "10.0.0.7:8080").await?;
+/// let mut members = group.watch_members().await?;
+/// while members.changed().await.is_ok() {
+///     let ids: Vec<String> = members.borrow().iter().map(|m| m.id.clone()).collect();
+///     println!("members: {ids:?}");
+/// }
+/// me.leave().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Group {
+    session: Session,
+    root: Arc<str>,
+    acl: NodeAcl,
+}
+
+impl Group {
+    /// The group on `path`.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `path` is malformed.
+    ///
+    /// Nothing is sent to ZooKeeper.
+    pub fn new(session: &Session, path: &str) -> Result<Group> {
+        Ok(Group {
+            session: session.clone(),
+            root: Arc::from(path::validate_root(path)?),
+            acl: session.node_acl(),
+        })
+    }
+
+    /// The ACL of the nodes this group creates (member nodes, the group path and its
+    /// parents where it makes them), instead of the session's.
+    pub fn node_acl(mut self, acl: NodeAcl) -> Group {
+        self.acl = acl;
+        self
+    }
+
+    /// The group's path.
+    pub fn path(&self) -> &str {
+        &self.root
+    }
+
+    /// Joins as `id` with `data`: creates `<path>/<id>` and keeps it until the membership
+    /// is left or dropped (re-created after session expiry). Waits for a live session.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidArgument`] if `id` is not a node name ZooKeeper accepts (empty,
+    ///   `.`, `..`, a `/`, a character it refuses) or `data` is larger than a node holds
+    ///   (960 KiB here); nothing is sent.
+    /// * [`Error::IdTaken`] if the node exists and belongs to another live session (or is
+    ///   persistent); nothing is created. A process that restarts under the same id sees
+    ///   this until its previous session expires (its node goes with it).
+    /// * [`Error::NoAuth`] if the ACL of the path denies creating the node.
+    /// * [`Error::ConnectionLoss`] if the connection broke with the create in flight, three
+    ///   times over.
+    /// * [`Error::Closed`] if the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a node created for a dropped `join()` is deleted in the background.
+    pub async fn join(&self, id: &str, data: impl Into<Vec<u8>>) -> Result<Membership> {
+        let data = data.into();
+        let node = self.member_node(id)?;
+        check_data(&data)?;
+        let span = info_span!("zk.group.join", path = %self.root, id);
+        Membership::join(self, node, id, data)
+            .instrument(span)
+            .await
+    }
+
+    /// The members now, by id; works without joining.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down:
+    ///   it does not wait.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn members(&self) -> Result<Vec<Member>> {
+        let client = self.session.connected()?;
+        let children = match client.list_children(&self.root).await {
+            Err(zookeeper_client::Error::NoNode) => Vec::new(),
+            listed => listed.map_err(|err| Error::at(&self.root, err))?,
+        };
+        MembersView::default()
+            .read(&client, &self.root, children)
+            .instrument(info_span!("zk.group.members", path = %self.root))
+            .await
+    }
+
+    /// The members as they change, by id: a receiver that starts with the members now and
+    /// is updated from one children watch (see [`Group`] for how stale it can be). The
+    /// view follows the session across reconnections and expiry, and stops when
+    /// every receiver is dropped or the session is closed (then `changed()` fails).
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   now.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn watch_members(&self) -> Result<watch::Receiver<Vec<Member>>> {
+        let span = info_span!("zk.group.watch", path = %self.root);
+        view::start(
+            &self.session,
+            self.root.clone(),
+            MembersView::default(),
+            span,
+        )
+        .await
+    }
+
+    /// `<path>/<id>` if `id` is a node name ZooKeeper accepts.
+    fn member_node(&self, id: &str) -> Result<String> {
+        let bad = |reason: &str| {
+            Err(Error::InvalidArgument(format!(
+                "member id {id:?}: {reason}"
+            )))
+        };
+        if id.contains('/') {
+            return bad("a node name cannot contain '/'");
+        }
+        let node = path::join(&self.root, id);
+        match path::validate_root(&node) {
+            Ok(_) => Ok(node),
+            Err(Error::InvalidPath { reason, .. }) => bad(reason),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+fn check_data(data: &[u8]) -> Result<()> {
+    match data.len() > MAX_DATA {
+        true => Err(Error::InvalidArgument(format!(
+            "member data is {} bytes; a node holds at most {MAX_DATA}",
+            data.len()
+        ))),
+        false => Ok(()),
+    }
+}
+
+/// The members view: ids and data, each member's data read once, when it appears.
+#[derive(Default)]
+struct MembersView {
+    known: BTreeMap<String, Vec<u8>>,
+}
+
+#[async_trait]
+impl view::View for MembersView {
+    type Value = Vec<Member>;
+
+    async fn read(
+        &mut self,
+        client: &Client,
+        root: &str,
+        children: Vec<String>,
+    ) -> Result<Vec<Member>> {
+        self.known.retain(|id, _| children.contains(id));
+        let new: Vec<String> = children
+            .into_iter()
+            .filter(|id| !self.known.contains_key(id))
+            .collect();
+        // Sent back to back; a member that left meanwhile is skipped.
+        let reads: Vec<_> = new
+            .iter()
+            .map(|id| client.get_data(&path::join(root, id)))
+            .collect();
+        for (id, read) in new.into_iter().zip(reads) {
+            match read.await {
+                Ok((data, _)) => {
+                    self.known.insert(id, data);
+                }
+                Err(zookeeper_client::Error::NoNode) => {}
+                Err(err) => return Err(Error::at(root, err)),
+            }
+        }
+        Ok(self
+            .known
+            .iter()
+            .map(|(id, data)| Member {
+                id: id.clone(),
+                data: data.clone(),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,405 @@
+//! Group membership and the live views (members, leader) against real ZooKeeper servers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use zk_harness::{
+    await_empty, await_events, await_watch, bounded, expire_session, live_client, observer,
+    record_events, session, unique_root, Ensemble, PATIENCE,
+};
+use zk_recipes::{Error, Group, LeaderElection, Member, Presence, SessionEvent};
+
+const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn ids(members: &[Member]) -> Vec<&str> {
+    members.iter().map(|m| m.id.as_str()).collect()
+}
+
+/// Every value the view publishes from now on, checked to list each member once.
+fn record(mut view: watch::Receiver<Vec<Member>>) -> tokio::task::JoinHandle<Vec<Vec<String>>> {
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        loop {
+            let now: Vec<String> = view
+                .borrow_and_update()
+                .iter()
+                .map(|m| m.id.clone())
+                .collect();
+            let mut unique = now.clone();
+            unique.dedup();
+            assert_eq!(unique, now, "a member shown twice (or out of order)");
+            seen.push(now);
+            if view.changed().await.is_err() {
+                return seen;
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn members_join_and_leave_and_the_view_follows() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group");
+    let hosts = zk.connect_string();
+    let (a, b) = (
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+    );
+    let watcher = session(&hosts, SESSION_TIMEOUT).await;
+    let group = Group::new(&watcher, &root).unwrap();
+    let mut view = group.watch_members().await.unwrap();
+    assert!(view.borrow().is_empty(), "no group yet: no members");
+
+    let ma = Group::new(&a, &root)
+        .unwrap()
+        .join("a", "addr-a")
+        .await
+        .unwrap();
+    let mb = Group::new(&b, &root)
+        .unwrap()
+        .join("b", vec![1, 2, 3])
+        .await
+        .unwrap();
+    assert_eq!(ma.node(), format!("{root}/a"));
+    assert_eq!(ma.presence(), Presence::Present);
+    await_watch("both members", &mut view, |m| ids(m) == ["a", "b"]).await;
+    assert_eq!(view.borrow()[0].data, b"addr-a");
+    assert_eq!(view.borrow()[1].data, [1, 2, 3]);
+    assert_eq!(group.members().await.unwrap(), *view.borrow());
+
+    // The node is Curator's GroupMember layout: <path>/<id>, ephemeral, data as payload.
+    let zk_client = observer(&hosts).await;
+    let (data, stat) = zk_client.get_data(&format!("{root}/a")).await.unwrap();
+    assert_eq!(data, b"addr-a");
+    assert_eq!(stat.ephemeral_owner, live_client(&a).session_id().0);
+
+    ma.leave().await.unwrap();
+    await_watch("a left", &mut view, |m| ids(m) == ["b"]).await;
+    drop(mb); // dropping leaves too, in the background
+    await_watch("b left", &mut view, |m| m.is_empty()).await;
+    await_empty(&zk_client, &root).await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_at_once_and_creates_nothing() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-bad");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let group = Group::new(&s, &root).unwrap();
+    for id in ["", ".", "..", "a/b", "nul\0", "\u{1}", "\u{10000}"] {
+        match group.join(id, "x").await {
+            Err(Error::InvalidArgument(reason)) => {
+                assert!(reason.contains("member id"), "{reason}")
+            }
+            other => panic!("id {id:?}: {other:?}"),
+        }
+    }
+    match group.join("big", vec![0u8; 961 * 1024]).await {
+        Err(Error::InvalidArgument(reason)) => assert!(reason.contains("bytes"), "{reason}"),
+        other => panic!("oversized data: {other:?}"),
+    }
+    assert!(matches!(
+        Group::new(&s, "no/slash"),
+        Err(Error::InvalidPath { .. })
+    ));
+    let zk_client = observer(&hosts).await;
+    assert_eq!(
+        zk_client.check_stat(&root).await.unwrap(),
+        None,
+        "nothing created"
+    );
+}
+
+#[tokio::test]
+async fn an_id_held_by_another_live_session_is_refused_and_not_touched() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-dup");
+    let hosts = zk.connect_string();
+    let (first, second) = (
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+    );
+    let held = Group::new(&first, &root)
+        .unwrap()
+        .join("w", "first")
+        .await
+        .unwrap();
+    let refused = Group::new(&second, &root)
+        .unwrap()
+        .join("w", "second")
+        .await;
+    assert!(
+        matches!(&refused, Err(Error::IdTaken { node }) if *node == format!("{root}/w")),
+        "{refused:?}"
+    );
+    let zk_client = observer(&hosts).await;
+    let (data, stat) = zk_client.get_data(&format!("{root}/w")).await.unwrap();
+    assert_eq!(
+        (data.as_slice(), stat.version),
+        (&b"first"[..], 0),
+        "untouched"
+    );
+    assert_eq!(stat.ephemeral_owner, live_client(&first).session_id().0);
+    // The same session joining twice under one id is refused too: one node, one member.
+    let twice = Group::new(&first, &root).unwrap().join("w", "again").await;
+    assert!(matches!(twice, Err(Error::IdTaken { .. })), "{twice:?}");
+    held.leave().await.unwrap();
+    await_empty(&zk_client, &root).await;
+}
+
+#[tokio::test]
+async fn a_member_survives_its_sessions_expiry_and_watchers_see_it_back() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-expiry");
+    let hosts = zk.connect_string();
+    let member_session = session(&hosts, SESSION_TIMEOUT).await;
+    let watcher = session(&hosts, SESSION_TIMEOUT).await;
+    let group = Group::new(&watcher, &root).unwrap();
+    let member = Group::new(&member_session, &root)
+        .unwrap()
+        .join("m", "data")
+        .await
+        .unwrap();
+    let mut view = group.watch_members().await.unwrap();
+    let seen = record(view.clone());
+    await_watch("the member", &mut view, |m| ids(m) == ["m"]).await;
+
+    let before = live_client(&member_session);
+    let old_owner = before.session_id().0;
+    expire_session(&hosts, before.session()).await;
+    drop(before);
+
+    let mut presences = member.presences();
+    await_watch("present on a new session", &mut presences, |p| {
+        *p == Presence::Present
+            && member_session
+                .client()
+                .is_some_and(|c| c.session_id().0 != old_owner)
+    })
+    .await;
+    let zk_client = observer(&hosts).await;
+    let owner = |stat: zookeeper_client::Stat| stat.ephemeral_owner;
+    let (data, stat) = bounded("the node", PATIENCE, async {
+        loop {
+            match zk_client.get_data(&format!("{root}/m")).await {
+                Ok((data, stat)) if owner(stat) != old_owner => break (data, stat),
+                _ => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(data, b"data");
+    assert_eq!(owner(stat), live_client(&member_session).session_id().0);
+    await_watch("the member back", &mut view, |m| ids(m) == ["m"]).await;
+    assert_eq!(view.borrow()[0].data, b"data");
+
+    member.leave().await.unwrap();
+    await_watch("gone", &mut view, |m| m.is_empty()).await;
+    watcher.close();
+    let seen = bounded("the recorder", PATIENCE, seen).await.unwrap();
+    assert!(seen.iter().all(|ids| ids.len() <= 1), "{seen:?}");
+    await_empty(&zk_client, &root).await;
+}
+
+#[tokio::test]
+async fn a_deleted_member_node_is_made_again() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-deleted");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &root).unwrap().join("m", "d").await.unwrap();
+    let zk_client = observer(&hosts).await;
+    let node = format!("{root}/m");
+    let (_, first) = zk_client.get_data(&node).await.unwrap();
+    zk_client.delete(&node, None).await.unwrap();
+    bounded("made again", PATIENCE, async {
+        loop {
+            let (stat, watcher) = zk_client.check_and_watch_stat(&node).await.unwrap();
+            if stat.is_some_and(|stat| stat.czxid != first.czxid) {
+                return;
+            }
+            watcher.changed().await;
+        }
+    })
+    .await;
+    member.leave().await.unwrap();
+    await_empty(&zk_client, &root).await;
+}
+
+#[tokio::test]
+async fn each_view_sets_one_children_watch_and_no_data_watch() {
+    // Its own server: the watch counts are the whole server's.
+    let zk = Ensemble::start(1).await;
+    let root = unique_root("group-herd");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let mut members = Vec::new();
+    for i in 0..5 {
+        members.push(
+            Group::new(&s, &root)
+                .unwrap()
+                .join(&format!("m{i}"), "x")
+                .await
+                .unwrap(),
+        );
+    }
+    // A member watches its own node (a data watch each, set once it joined), nothing else.
+    let own: BTreeMap<String, usize> = (0..5).map(|i| (format!("{root}/m{i}"), 1)).collect();
+    zk.await_watched_under(&root, &own).await;
+    let baseline = zk.watch_count().await;
+    assert_eq!(baseline, 5, "one exists watch per member, on its own node");
+    // Three observers, each on its own session (a server counts one watch per session and
+    // path).
+    let mut views = Vec::new();
+    let mut observers = Vec::new();
+    for _ in 0..3 {
+        let observer_session = session(&hosts, SESSION_TIMEOUT).await;
+        let group = Group::new(&observer_session, &root).unwrap();
+        views.push(group.watch_members().await.unwrap());
+        observers.push(observer_session);
+    }
+    zk.await_child_watch_count(3).await;
+    assert_eq!(zk.watch_count().await, baseline, "views set no data watch");
+    members.pop().unwrap().leave().await.unwrap();
+    for view in &mut views {
+        await_watch("four members", view, |m| m.len() == 4).await;
+    }
+    zk.await_child_watch_count(3).await;
+    drop(members);
+    let zk_client = observer(&hosts).await;
+    await_empty(&zk_client, &root).await;
+}
+
+#[tokio::test]
+async fn the_leader_view_follows_the_election() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-leader");
+    let hosts = zk.connect_string();
+    let (a, b, o) = (
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+    );
+    let observer_election = LeaderElection::new(&o, &root, "observer").unwrap();
+    let mut leader = observer_election.watch_leader().await.unwrap();
+    assert_eq!(*leader.borrow(), None);
+    let ca = LeaderElection::new(&a, &root, "a")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    await_watch("a leads", &mut leader, |l| {
+        l.as_ref().is_some_and(|l| l.id == "a")
+    })
+    .await;
+    let cb = LeaderElection::new(&b, &root, "b")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    ca.resign().await.unwrap();
+    await_watch("b leads", &mut leader, |l| {
+        l.as_ref().is_some_and(|l| l.id == "b")
+    })
+    .await;
+    assert_eq!(*leader.borrow(), observer_election.leader().await.unwrap());
+    cb.resign().await.unwrap();
+    await_watch("no leader", &mut leader, Option::is_none).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_suspended_view_keeps_the_last_state_and_catches_up_once_back() {
+    let zk = Ensemble::start(1).await;
+    let root = unique_root("group-suspended");
+    let hosts = zk.connect_string();
+    let proxy = zk.proxy(0).await;
+    // Long enough to outlive the cut: the same session comes back.
+    let cut = session(&proxy.address(), Duration::from_secs(20)).await;
+    let members = session(&hosts, SESSION_TIMEOUT).await;
+    let a = Group::new(&members, &root)
+        .unwrap()
+        .join("a", "")
+        .await
+        .unwrap();
+    let mut view = Group::new(&cut, &root)
+        .unwrap()
+        .watch_members()
+        .await
+        .unwrap();
+    await_watch("a", &mut view, |m| ids(m) == ["a"]).await;
+
+    let mut events = record_events(&cut);
+    proxy.cut();
+    await_events(&mut events, &[SessionEvent::Suspended], PATIENCE).await;
+    let b = Group::new(&members, &root)
+        .unwrap()
+        .join("b", "")
+        .await
+        .unwrap();
+    a.leave().await.unwrap();
+    // Nothing reaches the view while suspended: it shows the last state it saw.
+    assert_eq!(ids(&view.borrow()), ["a"]);
+    assert!(!view.has_changed().unwrap());
+
+    proxy.restore();
+    await_events(&mut events, &[SessionEvent::Reconnected], PATIENCE).await;
+    await_watch("caught up", &mut view, |m| ids(m) == ["b"]).await;
+    b.leave().await.unwrap();
+    await_watch("empty", &mut view, |m| m.is_empty()).await;
+    await_empty(&observer(&hosts).await, &root).await;
+}
+
+#[tokio::test]
+async fn a_join_dropped_after_its_create_leaves_no_node() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-dropped");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let zk_client = observer(&hosts).await;
+    let node = format!("{root}/x");
+    let (none, made) = zk_client.check_and_watch_stat(&node).await.unwrap();
+    assert!(none.is_none());
+    let group = Group::new(&s, &root).unwrap();
+    let joining = tokio::spawn(async move { group.join("x", "").await });
+    bounded("the create", PATIENCE, made.changed()).await;
+    // Dropped while joining, or just after it joined (the membership, then, with the task).
+    joining.abort();
+    drop(joining);
+    bounded("the node deleted", PATIENCE, async {
+        loop {
+            let (stat, changed) = zk_client.check_and_watch_stat(&node).await.unwrap();
+            if stat.is_none() {
+                return;
+            }
+            changed.changed().await;
+        }
+    })
+    .await;
+    await_empty(&zk_client, &root).await;
+}
+
+#[tokio::test]
+async fn a_members_fenced_write_commits_while_it_is_a_member() {
+    use zk_recipes::Hold as _;
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-fenced");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &root).unwrap().join("m", "").await.unwrap();
+    let target = format!("{root}-state");
+    let zk_client = observer(&hosts).await;
+    let persistent =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    zk_client
+        .create(&target, b"old", &persistent)
+        .await
+        .unwrap();
+    let fenced = member.fenced().set_data(&target, b"new", None);
+    fenced.commit().await.unwrap();
+    assert_eq!(zk_client.get_data(&target).await.unwrap().0, b"new");
+    zk_client.delete(&target, None).await.unwrap();
+    member.leave().await.unwrap();
+    await_empty(&zk_client, &root).await;
+}
