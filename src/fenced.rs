@@ -11,7 +11,7 @@ use zookeeper_client::{Client, CreateMode, MultiWriteError, MultiWriteResult, Mu
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::MAX_DATA;
+use crate::queue::{Holding, MAX_DATA};
 use crate::session::connected_now;
 use crate::trust::Trust;
 
@@ -93,6 +93,14 @@ impl Fence {
             fence: self.clone(),
             ops: Vec::new(),
         }
+    }
+}
+
+impl Holding {
+    /// What writes fenced by this holding, and revocation, need.
+    pub(crate) fn fence(&self) -> Fence {
+        let (acl, client) = self.owner();
+        Fence::new(acl, client, self.node(), self.trust().clone())
     }
 }
 

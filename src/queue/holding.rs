@@ -13,7 +13,6 @@ use super::leaving::Left;
 use super::Contender;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::fenced::Fence;
 use crate::session::{connection_lost, retry, terminal, Session};
 use crate::trust::{Announce, Loss, Report, Trust};
 
@@ -108,13 +107,13 @@ impl Holding {
         self.contender.as_ref().map_or(0, Contender::token)
     }
 
-    /// What writes fenced by this holding, and revocation, need.
-    pub(crate) fn fence(&self) -> Fence {
-        let (acl, client) = match &self.contender {
+    /// The ACL of the nodes its session creates, and the client of the session its node
+    /// belongs to (none once released).
+    pub(crate) fn owner(&self) -> (NodeAcl, Weak<Client>) {
+        match &self.contender {
             Some(c) => (c.session.node_acl(), c.client.clone()),
             None => (NodeAcl::default(), Weak::new()),
-        };
-        Fence::new(acl, client, self.node(), self.trust.clone())
+        }
     }
 
     /// Stops watching and gives the contender back, to wait or hold again.
