@@ -119,19 +119,13 @@ impl KeyedMutex {
 
 /// `<root>/<key>`, if `key` is one valid component.
 fn key_path(root: &str, key: &str) -> Result<String> {
-    let invalid = |reason| Error::InvalidPath {
-        path: path::join(root, key),
-        reason,
-    };
     if key.is_empty() {
-        return Err(invalid("the key is empty"));
+        return Err(Error::InvalidPath {
+            path: path::join(root, key),
+            reason: "the key is empty",
+        });
     }
-    if key.contains('/') {
-        return Err(invalid("the key contains '/': a key is one path component"));
-    }
-    let path = path::join(root, key);
-    path::validate_root(&path)?;
-    Ok(path)
+    path::child(root, key)
 }
 
 #[cfg(test)]

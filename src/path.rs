@@ -95,6 +95,20 @@ pub(crate) fn join(parent: &str, child: &str) -> String {
     path
 }
 
+/// `parent/name` for a validated root, if `name` is one path component that makes a valid
+/// path (a per-key lock's key, a group member's id).
+pub(crate) fn child(parent: &str, name: &str) -> Result<String> {
+    let path = join(parent, name);
+    if name.contains('/') {
+        return Err(Error::InvalidPath {
+            path,
+            reason: "the name contains '/': a name is one path component",
+        });
+    }
+    validate_root(&path)?;
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

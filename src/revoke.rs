@@ -21,6 +21,7 @@ use zookeeper_client::Error as Zk;
 use crate::error::{Error, Result};
 use crate::fenced::Fence;
 use crate::path;
+use crate::queue::sequence;
 use crate::session::{retry, Session};
 
 /// What Curator's `Revoker` writes into a holder's node (`LockInternals.REVOKE_MESSAGE`).
@@ -88,8 +89,7 @@ pub async fn revoke(session: &Session, node: &str) -> Result<bool> {
 /// group member is none: writing the marker there would ask nobody and overwrite data.
 fn is_contender(node: &str, owner: i64) -> bool {
     let name = node.rsplit('/').next().unwrap_or_default();
-    let digits = name.len().saturating_sub(10);
-    owner != 0 && name.len() > 10 && name.as_bytes()[digits..].iter().all(u8::is_ascii_digit)
+    owner != 0 && sequence(name).is_some()
 }
 
 /// A client error about `node` as the crate's error for it.

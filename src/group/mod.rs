@@ -196,14 +196,9 @@ impl Group {
                 "member id {id:?}: {reason}"
             )))
         };
-        if id.contains('/') {
-            return bad("a node name cannot contain '/'");
-        }
-        let node = path::join(&self.root, id);
-        match path::validate_root(&node) {
-            Ok(_) => Ok(node),
+        match path::child(&self.root, id) {
             Err(Error::InvalidPath { reason, .. }) => bad(reason),
-            Err(err) => Err(err),
+            node => node,
         }
     }
 }
