@@ -307,6 +307,7 @@ async fn the_leader_view_follows_the_election() {
     assert_eq!(*leader.borrow(), observer_election.leader().await.unwrap());
     cb.resign().await.unwrap();
     await_watch("no leader", &mut leader, Option::is_none).await;
+    await_empty(&observer(&hosts).await, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

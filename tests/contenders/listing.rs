@@ -104,6 +104,12 @@ async fn contenders_with_the_connection_down_are_disconnected_at_once() {
         .expect("revoke_holders waited for the connection");
     assert!(matches!(asked, Err(Error::Disconnected)), "{asked:?}");
     proxy.restore();
+    let zk_client = observer(&zk.connect_string()).await;
+    assert_eq!(
+        zk_client.check_stat(&root).await.unwrap(),
+        None,
+        "nothing created"
+    );
 }
 
 /// Ids as large as accepted (960 KiB): contenders holding them enter, are listed with
