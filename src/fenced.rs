@@ -12,7 +12,7 @@ use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{Holding, MAX_DATA};
-use crate::session::connected_now;
+use crate::session::{connected_now, Session};
 use crate::trust::Trust;
 
 /// The bytes a multi spends on one operation besides its path and data, at most: its
@@ -26,6 +26,9 @@ const OP_OVERHEAD: usize = 96;
 pub(crate) struct Fence {
     /// The ACL of nodes the holder's session creates.
     acl: NodeAcl,
+    /// The recipe's session: once it is closed, nothing is written, even while a request
+    /// in flight still keeps its client alive.
+    session: Option<Session>,
     /// The client of the session the node belongs to: a later session never writes for it.
     client: Weak<Client>,
     node: Arc<str>,
@@ -37,9 +40,16 @@ pub(crate) struct Fence {
 
 impl Fence {
     /// The fence of a hold on `node`, made on `client`'s session.
-    pub(crate) fn new(acl: NodeAcl, client: Weak<Client>, node: &str, trust: Trust) -> Fence {
+    pub(crate) fn new(
+        acl: NodeAcl,
+        session: Option<Session>,
+        client: Weak<Client>,
+        node: &str,
+        trust: Trust,
+    ) -> Fence {
         Fence {
             acl,
+            session,
             client,
             node: node.into(),
             trust,
@@ -79,10 +89,14 @@ impl Fence {
     /// The holder's client, while the hold reads as intact.
     ///
     /// # Notable errors
-    /// * [`Error::Lost`] if the hold reads as lost, or its session is gone.
+    /// * [`Error::Lost`] if the hold reads as lost, or its session is gone or closed.
     pub(crate) fn client(&self) -> Result<Arc<Client>> {
+        let open = self
+            .session
+            .as_ref()
+            .is_some_and(|session| session.close_reason().is_none());
         match self.client.upgrade() {
-            Some(client) if !self.trust.is_lost() => Ok(client),
+            Some(client) if open && !self.trust.is_lost() => Ok(client),
             _ => Err(self.lost()),
         }
     }
@@ -99,8 +113,11 @@ impl Fence {
 impl Holding {
     /// What writes fenced by this holding, and revocation, need.
     pub(crate) fn fence(&self) -> Fence {
-        let (acl, client) = self.owner();
-        Fence::new(acl, client, self.node(), self.trust().clone())
+        let (acl, session, client) = match self.owner() {
+            Some((acl, session, client)) => (acl, Some(session), client),
+            None => (NodeAcl::default(), None, Weak::new()),
+        };
+        Fence::new(acl, session, client, self.node(), self.trust().clone())
     }
 }
 

@@ -208,7 +208,14 @@ impl Hold for Membership {
         let client = self.current.lock().map(|c| c.clone()).unwrap_or_default();
         let liveness = client.upgrade().and_then(|c| self.session.liveness(&c));
         let (trust, _report) = Trust::new(liveness);
-        Fence::new(self.acl, client, &self.node, trust).fenced()
+        Fence::new(
+            self.acl,
+            Some(self.session.clone()),
+            client,
+            &self.node,
+            trust,
+        )
+        .fenced()
     }
 
     /// Nobody asks a member to let go: it never resolves.

@@ -107,13 +107,11 @@ impl Holding {
         self.contender.as_ref().map_or(0, Contender::token)
     }
 
-    /// The ACL of the nodes its session creates, and the client of the session its node
-    /// belongs to (none once released).
-    pub(crate) fn owner(&self) -> (NodeAcl, Weak<Client>) {
-        match &self.contender {
-            Some(c) => (c.session.node_acl(), c.client.clone()),
-            None => (NodeAcl::default(), Weak::new()),
-        }
+    /// The ACL of the nodes its session creates, its session, and the client of the
+    /// session its node belongs to (none once released).
+    pub(crate) fn owner(&self) -> Option<(NodeAcl, Session, Weak<Client>)> {
+        let c = self.contender.as_ref()?;
+        Some((c.session.node_acl(), c.session.clone(), c.client.clone()))
     }
 
     /// Stops watching and gives the contender back, to wait or hold again.

@@ -474,3 +474,28 @@ async fn a_commit_lost_in_flight_is_connection_loss_and_is_not_sent_again() {
     observer.delete(&state, None).await.unwrap();
     await_empty(&observer, &root).await;
 }
+
+/// Once `close()` has returned, a hold of that session writes nothing, even while its
+/// client lives on (a `Client` taken from the session, a request in flight) and before the
+/// hold has heard of the close: the servers would still accept it, the node being there.
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_is_written_once_the_session_is_closed() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("fenced-closed");
+    let state = state_of(&root);
+    let observer = observer(&zk.connect_string()).await;
+    let holder = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    let kept = holder.client().expect("a live session");
+
+    holder.close();
+    let closed = guard
+        .fenced()
+        .create(&state, b"after close", CreateMode::Persistent)
+        .commit()
+        .await;
+    assert!(matches!(closed, Err(Error::Lost { .. })), "{closed:?}");
+    assert_eq!(observer.check_stat(&state).await.unwrap(), None, "written");
+    drop((guard, kept));
+    await_empty(&observer, &root).await;
+}
