@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use zk_harness::{await_empty, bounded, children, observer, session, unique_root, Ensemble};
-use zk_recipes::{Error, KeyedMutex, Mutex};
+use zk_recipes::{Error, KeyedMutex, Mutex, Session};
+use zookeeper_client::{Acl, Acls, AuthId, CreateMode, Permission};
 
 /// Session timeout of the contenders' sessions.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
@@ -188,6 +189,114 @@ async fn first_touch_creates_the_key_and_its_missing_parents() {
     for key in ["k1", "k2"] {
         await_empty(&admin, &format!("{root}/{key}")).await;
     }
+}
+
+/// ZooKeeper opcodes of the requests an entry sends.
+const CREATE_CONTAINER: i32 = 19;
+const PING: i32 = 11;
+
+/// The requests `proxy` passed on since `from` of them, pings left out.
+fn sent_since(proxy: &zk_harness::Proxy, from: usize) -> Vec<i32> {
+    let sent = proxy.requests();
+    sent[from..]
+        .iter()
+        .copied()
+        .filter(|&op| op != PING)
+        .collect()
+}
+
+/// A first touch costs no round trip of its own: the missing key path is created in the
+/// round trip of the contender's create and listing, three requests in all (it used to be
+/// five: the create and listing that found it missing came first). Once the session has
+/// seen the path exist, an entry sends the create and listing only. Another session, which
+/// has not, sends the path's create too: the server refuses it, and it holds all the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_first_touch_creates_the_key_path_in_the_round_trip_of_the_entry() {
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let path = unique_root("first-touch-requests");
+    let admin = observer(&ensemble.connect_string()).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let entry = |s: Session| {
+        let path = path.clone();
+        async move {
+            let guard = Mutex::new(&s, &path).unwrap().lock().await.expect("lock");
+            guard.release().await.unwrap();
+        }
+    };
+
+    let before = proxy.requests().len();
+    entry(s.clone()).await;
+    let sent = sent_since(&proxy, before);
+    assert_eq!(sent.len(), 4, "first touch: {sent:?}");
+    assert_eq!(sent[0], CREATE_CONTAINER, "first touch: {sent:?}");
+
+    let before = proxy.requests().len();
+    entry(s.clone()).await;
+    let sent = sent_since(&proxy, before);
+    assert_eq!(sent.len(), 3, "known path: {sent:?}");
+    assert!(!sent.contains(&CREATE_CONTAINER), "known path: {sent:?}");
+
+    let other = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let before = proxy.requests().len();
+    entry(other.clone()).await;
+    let sent = sent_since(&proxy, before);
+    assert_eq!(sent.len(), 4, "a path another session made: {sent:?}");
+    await_empty(&admin, &path).await;
+}
+
+/// A path that is there but whose parent denies creating children: the create of the path
+/// sent on first touch is refused (`NoAuth`), which says nothing of the path; the entry
+/// goes on and holds. A path the session knew, deleted since (a container the servers
+/// reaped, an operator), is made again by the next entry.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_or_stale_guess_about_the_key_path_still_holds() {
+    let ensemble = Ensemble::shared(1).await;
+    let admin = observer(&ensemble.connect_string()).await;
+    let parent = unique_root("first-touch-denied");
+    let path = format!("{parent}/jobs");
+    admin
+        .create(
+            &parent,
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    admin
+        .create(
+            &path,
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    // Only now: everything but create, under the parent.
+    let no_create = [Acl::new(
+        Permission::READ | Permission::WRITE | Permission::DELETE | Permission::ADMIN,
+        AuthId::anyone(),
+    )];
+    admin.set_acl(&parent, &no_create, None).await.unwrap();
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&s, &path).unwrap().lock().await.expect("lock");
+    guard.release().await.unwrap();
+    await_empty(&admin, &path).await;
+
+    // Known to this session now; deleted behind its back.
+    admin
+        .set_acl(&parent, &Acls::anyone_all(), None)
+        .await
+        .unwrap();
+    admin.delete(&path, None).await.unwrap();
+    let guard = Mutex::new(&s, &path)
+        .unwrap()
+        .lock()
+        .await
+        .expect("lock again");
+    guard.release().await.unwrap();
+    await_empty(&admin, &path).await;
+    admin.delete(&path, None).await.unwrap();
+    admin.delete(&parent, None).await.unwrap();
 }
 
 /// Bounded waits on a held key give up and leave nothing; other keys go on.

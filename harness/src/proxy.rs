@@ -1,6 +1,7 @@
 //! A TCP proxy in front of one server, to cut one client off the ensemble, to hold back
-//! its requests while the server's messages still reach it, or to drop the connection
-//! whenever the client sends a request of a chosen kind.
+//! its requests while the server's messages still reach it, to drop the connection
+//! whenever the client sends a request of a chosen kind, or to list the requests it
+//! passed on.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,12 +26,14 @@ enum State {
     Closed,
 }
 
-/// Which requests a proxy refuses to pass on: of this opcode, this many more times.
+/// Which requests a proxy refuses to pass on: of this opcode, this many more times; and
+/// the opcodes of those it passed on.
 #[derive(Debug, Default)]
 struct Drops {
     opcode: i32,
     left: usize,
     dropped: usize,
+    passed: Vec<i32>,
 }
 
 /// Forwards `127.0.0.1:<own port>` to one server's client port. Dropping it stops it.
@@ -71,6 +74,12 @@ impl Proxy {
     /// How many requests [`drop_requests`](Self::drop_requests) has kept from the server.
     pub fn dropped(&self) -> usize {
         self.drops.lock().expect("drops").dropped
+    }
+
+    /// The ZooKeeper opcodes of the requests passed on so far, in the order they were
+    /// passed on (connect requests left out; pings, opcode 11, included).
+    pub fn requests(&self) -> Vec<i32> {
+        self.drops.lock().expect("drops").passed.clone()
     }
 
     /// Connect string for a client that should go through the proxy.
@@ -242,7 +251,7 @@ async fn upstream(
                 }
                 frames.pending.extend_from_slice(&buf[..n]);
                 while let Some(frame) = frames.next() {
-                    if frames.seen > 1 && take_drop(drops, &frame) {
+                    if frames.seen > 1 && !pass(drops, &frame) {
                         return Ok(());
                     }
                     to.write_all(&frame).await?;
@@ -278,16 +287,19 @@ impl Frames {
     }
 }
 
-/// Whether `frame` (a request: length, xid, opcode, ...) is one to drop; counts it if so.
-fn take_drop(drops: &Mutex<Drops>, frame: &[u8]) -> bool {
+/// Whether `frame` (a request: length, xid, opcode, ...) is to be passed on; counts it as
+/// passed on or as dropped.
+fn pass(drops: &Mutex<Drops>, frame: &[u8]) -> bool {
     let Some(opcode) = frame.get(8..12).and_then(|b| b.try_into().ok()) else {
-        return false;
+        return true;
     };
+    let opcode = i32::from_be_bytes(opcode);
     let mut drops = drops.lock().expect("drops");
-    if drops.left == 0 || i32::from_be_bytes(opcode) != drops.opcode {
-        return false;
+    if drops.left == 0 || opcode != drops.opcode {
+        drops.passed.push(opcode);
+        return true;
     }
     drops.left -= 1;
     drops.dropped += 1;
-    true
+    false
 }

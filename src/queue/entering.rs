@@ -1,7 +1,8 @@
-//! Entering the queue: create ‖ list in one round trip, the root made on first use (in the
-//! same round trip as the create after the one that found it missing: two round trips in
-//! all, three if its parent is missing too), and a create whose reply was lost found again
-//! by its uuid.
+//! Entering the queue: create ‖ list in one round trip, and a create whose reply was lost
+//! found again by its uuid. A root the session does not know to exist (see
+//! [`KnownRoots`](crate::session::KnownRoots)) is made in the same round trip, before the
+//! create: one round trip still, two if its parent is missing too. A known root found
+//! missing is made in the round trip of the next create: two round trips.
 
 use std::fmt::Write as _;
 use std::pin::pin;
@@ -113,10 +114,9 @@ impl Queue {
         }
     }
 
-    /// Creates the node and lists the root back to back, until the node is made. On first
-    /// touch (the root is missing) the root is created in the same round trip as the next
-    /// create and listing; a root whose parent is missing too is made with its parents
-    /// first.
+    /// Creates the node and lists the root back to back, until the node is made. The root
+    /// is created first in the same round trip unless the session knows it exists; a root
+    /// whose parent is missing too is made with its parents first.
     async fn create(
         &self,
         session: &Session,
@@ -128,18 +128,22 @@ impl Queue {
         let mut turn = Some(turn);
         let mut creating = Creating::new(session, client, &self.root, self.blockers);
         let client = creating.client.clone();
-        let mut root = Root::Unknown;
+        let known = session.known_roots();
+        let mut root = match known.knows(&self.root) {
+            true => Root::Known,
+            false => Root::Unsure,
+        };
         let options = CreateMode::EphemeralSequential.with_acls(self.acl.acls());
         loop {
             let mut node = creating.prefix(self.name);
             // Sent back to back: the root (if missing) comes first, the listing already
             // holds the new node.
             let sent = Instant::now();
-            let make_root = matches!(root, Root::Missing).then(|| self.make_root_alone(&client));
+            let make_root = root.to_make().then(|| self.make_root_alone(&client));
             let create = client.create(&node, data, &options);
             let list = client.list_children(&self.root);
             if let Some(made) = make_root {
-                root = self.root_made(&client, made.await).await?;
+                root = self.root_made(&client, root, made.await).await?;
             }
             let created = create.await;
             let listed = list.await;
@@ -148,6 +152,7 @@ impl Queue {
                 Ok((stat, seq)) => {
                     // The answer confirms the session: a hold made on it now is trusted.
                     session.confirm(&client, sent);
+                    known.remember(&self.root);
                     // No allocation: the prefix left room for the sequence number.
                     let _ = write!(node, "{seq}");
                     let children = match listed {
@@ -158,12 +163,15 @@ impl Queue {
                         return Ok(contender);
                     }
                 }
-                Err(zookeeper_client::Error::NoNode) => match root {
-                    Root::Unknown => root = Root::Missing,
-                    // Made with its parents after this create was sent: again.
-                    Root::MadeLater => root = Root::Made,
-                    Root::Missing | Root::Made => return Err(Error::at(&self.root, NoNode)),
-                },
+                Err(zookeeper_client::Error::NoNode) => {
+                    known.forget(&self.root);
+                    root = match root {
+                        Root::Known | Root::Unsure => Root::Missing,
+                        // Made with its parents after this create was sent: again.
+                        Root::MadeLater => Root::Made,
+                        Root::Missing | Root::Made => return Err(Error::at(&self.root, NoNode)),
+                    };
+                }
                 Err(err) if outcome_unknown(&err) && !wait.is_never() => {
                     if let Some(contender) = creating.recover(self).await? {
                         return Ok(contender);
@@ -193,10 +201,13 @@ impl Queue {
     }
 
     /// What the root is after [`make_root_alone`](Self::make_root_alone) answered `made`:
-    /// made (or there already), or made now with its missing parents.
+    /// made (or there already), or made now with its missing parents. A create that was
+    /// only a guess (`was` [`Root::Unsure`]) and failed otherwise says nothing: the node's
+    /// create, sent after it, tells whether the root is there.
     async fn root_made(
         &self,
         client: &Client,
+        was: Root,
         made: std::result::Result<(), zookeeper_client::Error>,
     ) -> Result<Root> {
         match made {
@@ -205,7 +216,10 @@ impl Queue {
                 self.make_root(client).await?;
                 Ok(Root::MadeLater)
             }
-            Err(err) if outcome_unknown(&err) => Ok(Root::Unknown),
+            Err(err) if outcome_unknown(&err) || matches!(was, Root::Unsure) => {
+                debug!(root = %self.root, %err, "could not create the root; it may be there");
+                Ok(Root::Unsure)
+            }
             Err(err) => Err(Error::at(&self.root, err)),
         }
     }
@@ -229,14 +243,24 @@ impl Queue {
 /// What an entry knows of the root.
 #[derive(Clone, Copy)]
 enum Root {
-    /// Nothing: it is there, as a rule.
-    Unknown,
+    /// The session saw it exist lately: it is there, as a rule.
+    Known,
+    /// Nothing: the next create makes it first, in case it is missing; a failure to make it
+    /// is no error (it may be there, and creating it not allowed).
+    Unsure,
     /// A create found it missing: the next one makes it first.
     Missing,
     /// It was made (or found there) by this entry.
     Made,
     /// It was made with its missing parents, after the create sent with it.
     MadeLater,
+}
+
+impl Root {
+    /// Whether the next create is to make the root first, in the same round trip.
+    fn to_make(self) -> bool {
+        matches!(self, Root::Unsure | Root::Missing)
+    }
 }
 
 /// A create in flight: deletes whatever it may have created unless it became a contender.

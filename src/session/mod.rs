@@ -8,6 +8,7 @@ mod hosts;
 mod keeper;
 mod nodelay;
 mod probe;
+mod roots;
 #[cfg(feature = "tls")]
 mod tls;
 mod turns;
@@ -28,6 +29,7 @@ pub use builder::SessionBuilder;
 pub(crate) use connection::{
     connected_now, connection_lost, disconnected, reconnected, retry, terminal,
 };
+pub(crate) use roots::KnownRoots;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
@@ -131,6 +133,8 @@ struct Inner {
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Turns to enter a queue: a bounded number at once per root.
     entries: turns::EntryTurns,
+    /// Roots it entered a queue under lately (see [`roots`]).
+    roots: KnownRoots,
     /// Why the session ended for good; the first reason stays.
     close_reason: OnceLock<CloseReason>,
     /// What the servers confirmed of the live session (see [`Liveness`]).
@@ -205,6 +209,7 @@ impl Session {
             events,
             keeper: std::sync::Mutex::new(None),
             entries: turns::EntryTurns::new(),
+            roots: KnownRoots::default(),
             close_reason: OnceLock::new(),
             liveness: std::sync::Mutex::new(liveness.clone()),
             runtime: tokio::runtime::Handle::current(),
@@ -344,6 +349,11 @@ impl Session {
     /// Cancel safe: turns are handed out in order, and a dropped wait takes none.
     pub(crate) async fn entry_turn(&self, root: &str) -> Result<SemaphorePermit<'_>> {
         self.inner.entries.turn(root).await.ok_or(Error::Closed)
+    }
+
+    /// The recipe roots this session entered a queue under lately (see [`roots`]).
+    pub(crate) fn known_roots(&self) -> &KnownRoots {
+        &self.inner.roots
     }
 
     /// The client of the live session if it is connected now; never waits.
