@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use zk_harness::{
     await_count, await_empty, await_watch, bounded, children, join_election, live_client, observer,
-    session, tolerant_session, unique_root, Ensemble, Proxy, PATIENCE,
+    session, session_id, tolerant_session, unique_root, Ensemble, Proxy, PATIENCE,
 };
 use zk_recipes::{Error, Mutex, MutexGuard, Role, Session, SessionEvent};
 
@@ -350,4 +350,51 @@ async fn a_release_under_acls_signals_where_it_can_and_leaves_nothing() {
     );
     let (data, _) = operator.get_data(&root).await.unwrap();
     assert!(data.is_empty(), "no mark in a root that refuses writes");
+}
+
+/// ZooKeeper's opcode of a request to remove watches.
+const REMOVE_WATCHES: i32 = 18;
+
+/// A holder that got the lock by hand-off watches its node with the watch it set while it
+/// waited. Released or dropped, it keeps that watch until it fires as the node goes: its
+/// session never sends a request to remove it (it used to, once or twice per hand-off:
+/// the watch was dropped unfired, and its notification could still come).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_holder_by_hand_off_leaves_no_watch_to_remove() {
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("no-watch-to-remove");
+    let admin = observer(&ensemble.connect_string()).await;
+    let first = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let waiter = session(&proxy.address(), SESSION_TIMEOUT).await;
+    for release in [true, false] {
+        let held = Mutex::new(&first, &root).unwrap().lock().await.unwrap();
+        let mutex = Mutex::new(&waiter, &root).unwrap();
+        let next = tokio::spawn(async move { mutex.lock().await });
+        await_count(&admin, &root, 2).await;
+        ensemble
+            .await_watcher(held.node(), &session_id(&waiter))
+            .await;
+        held.release().await.unwrap();
+        let guard = bounded("the hand-off", PATIENCE, next)
+            .await
+            .unwrap()
+            .unwrap();
+        if release {
+            guard.release().await.unwrap();
+        } else {
+            drop(guard);
+        }
+        await_empty(&admin, &root).await;
+        // One more entry and release on the waiter's session: whatever it sent before is
+        // ahead of it.
+        let again = Mutex::new(&waiter, &root).unwrap().lock().await.unwrap();
+        again.release().await.unwrap();
+        let sent = proxy.requests();
+        assert!(
+            !sent.contains(&REMOVE_WATCHES),
+            "release: {release}; the waiter's session sent {sent:?}"
+        );
+    }
+    await_empty(&admin, &root).await;
 }

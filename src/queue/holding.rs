@@ -1,6 +1,8 @@
 //! Holding: a first contender watched in the background for the moment it can no longer be
 //! trusted, and released so that nothing of ours is left behind.
 
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, info_span, warn, Instrument};
 use zookeeper_client::{Client, EventType, OneshotWatcher};
 
-use super::handoff::Armed;
+use super::handoff::{armed, Armed};
 use super::leaving::Left;
 use super::Contender;
 use crate::acl::NodeAcl;
@@ -78,6 +80,10 @@ impl Holding {
         let monitor = tokio::spawn(
             async move {
                 let loss = watching.lost(node_watch).await;
+                if publisher.ended() {
+                    // Released or dropped: its deletion was no loss.
+                    return;
+                }
                 publisher.saw(loss);
                 // Published before anything else is done about it: nothing that follows
                 // (a subscriber that panics, a stderr that cannot be written) can keep
@@ -117,14 +123,16 @@ impl Holding {
     /// Stops watching and gives the contender back, to wait or hold again.
     pub(crate) fn into_contender(mut self) -> Option<Contender> {
         self.end();
+        self.monitor.abort();
         self.contender.take()
     }
 
     /// Ends the holding for everyone who watches its trust, before the caller goes on: a
     /// holding released or dropped is lost ([`Loss::Closed`] unless a loss came first).
+    /// The monitor then stops by itself, once a watch it set on the node, if any, has fired
+    /// (see [`Watching::lost`]).
     fn end(&self) {
         self.report.publish(Loss::Closed);
-        self.monitor.abort();
     }
 
     /// The loss seen so far, if any ([`Loss::Lapsed`] once the session is no longer
@@ -188,7 +196,11 @@ struct Watching {
 }
 
 impl Watching {
-    /// Resolves when the holding can no longer be trusted.
+    /// Resolves when the holding can no longer be trusted, or once it ended (released or
+    /// dropped: [`Loss::Closed`]). A watch on the node that is set when it ends is kept until
+    /// it fires (the node is being deleted), or the session ends: a watch dropped unfired
+    /// costs a request to remove it from the servers (zookeeper-client sends one, and
+    /// another if the node's notification still comes).
     async fn lost(&self, node_watch: NodeWatch) -> Loss {
         let Some((states, tolerated)) = self.client.upgrade().map(|client| {
             let tolerated = self.session.tolerated(&client);
@@ -196,6 +208,7 @@ impl Watching {
         }) else {
             return Loss::Closed;
         };
+        let watching = AtomicBool::new(false);
         let node_lost = async {
             let set = match node_watch {
                 NodeWatch::Now => None,
@@ -208,27 +221,41 @@ impl Watching {
                 }
                 NodeWatch::Set(set) => Some(set),
             };
-            self.node_lost(set).await
+            self.node_lost(set, &watching).await
         };
+        let mut node_lost = pin!(node_lost);
         tokio::select! {
             () = self.session.closed() => Loss::Closed,
             loss = connection_lost(states, tolerated) => loss,
             loss = self.trust.lapsed() => loss,
-            loss = node_lost => loss,
+            loss = &mut node_lost => loss,
+            () = self.trust.settled() => {
+                if watching.load(Ordering::Relaxed) {
+                    tokio::select! {
+                        _ = node_lost => {}
+                        () = self.session.closed() => {}
+                    }
+                }
+                Loss::Closed
+            }
         }
     }
 
     /// Resolves when the node is deleted (a write into it is no loss) or the session ends;
-    /// `set`, if given, is a watch on it set already.
-    async fn node_lost(&self, mut set: Option<Armed>) -> Loss {
+    /// `set`, if given, is a watch on it set already. `watching` tells whether a watch is
+    /// set and waited on.
+    async fn node_lost(&self, mut set: Option<Armed>, watching: &AtomicBool) -> Loss {
         loop {
-            let event = match set.take() {
-                Some(set) => set.await,
+            let watcher = match set.take() {
+                Some(set) => set,
                 None => match self.watch().await {
-                    Ok(watcher) => watcher.changed().await,
+                    Ok(watcher) => armed(watcher),
                     Err(loss) => return loss,
                 },
             };
+            watching.store(true, Ordering::Relaxed);
+            let event = watcher.await;
+            watching.store(false, Ordering::Relaxed);
             match event.event_type {
                 EventType::NodeDeleted => return Loss::NodeDeleted,
                 EventType::Session => {

@@ -118,6 +118,16 @@ impl Trust {
         }
     }
 
+    /// Resolves once a loss was reported, or the hold ended ([`Loss::Closed`]); unlike
+    /// [`lost`](Self::lost), without asking for the node to be watched.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn settled(&self) {
+        let mut loss = self.loss.clone();
+        let _ = loss.wait_for(Option::is_some).await;
+    }
+
     /// Resolves once someone awaits the loss.
     ///
     /// # Cancel safety
@@ -167,6 +177,11 @@ pub(crate) struct Publisher {
 }
 
 impl Publisher {
+    /// Whether a loss was published already (the hold ended, or a loss came first).
+    pub(crate) fn ended(&self) -> bool {
+        self.report.0.borrow().is_some()
+    }
+
     /// Records the loss the watcher saw; it is published when the publisher is dropped.
     pub(crate) fn saw(&mut self, loss: Loss) {
         self.loss = Some(loss);
