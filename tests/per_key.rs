@@ -207,9 +207,11 @@ fn sent_since(proxy: &zk_harness::Proxy, from: usize) -> Vec<i32> {
 
 /// A first touch costs no round trip of its own: the missing key path is created in the
 /// round trip of the contender's create and listing, three requests in all (it used to be
-/// five: the create and listing that found it missing came first). Once the session has
-/// seen the path exist, an entry sends the create and listing only. Another session, which
-/// has not, sends the path's create too: the server refuses it, and it holds all the same.
+/// five: the create and listing that found it missing came first). Once a session has seen
+/// the path exist, an entry sends the create and listing only, and so does one of another
+/// session to the same servers (the same connect string). A session to another connect
+/// string, which has not seen it, sends the path's create too: the server refuses it, and
+/// it holds all the same.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_first_touch_creates_the_key_path_in_the_round_trip_of_the_entry() {
     let ensemble = Ensemble::shared(1).await;
@@ -237,11 +239,21 @@ async fn a_first_touch_creates_the_key_path_in_the_round_trip_of_the_entry() {
     assert_eq!(sent.len(), 3, "known path: {sent:?}");
     assert!(!sent.contains(&CREATE_CONTAINER), "known path: {sent:?}");
 
-    let other = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let sibling = session(&proxy.address(), SESSION_TIMEOUT).await;
     let before = proxy.requests().len();
-    entry(other.clone()).await;
+    entry(sibling.clone()).await;
     let sent = sent_since(&proxy, before);
-    assert_eq!(sent.len(), 4, "a path another session made: {sent:?}");
+    assert_eq!(
+        sent.len(),
+        3,
+        "a path a session to the same servers knows: {sent:?}"
+    );
+
+    let elsewhere = ensemble.proxy(0).await;
+    let other = session(&elsewhere.address(), SESSION_TIMEOUT).await;
+    entry(other.clone()).await;
+    let sent = sent_since(&elsewhere, 0);
+    assert_eq!(sent.len(), 4, "a path only other sessions made: {sent:?}");
     await_empty(&admin, &path).await;
 }
 

@@ -133,8 +133,9 @@ struct Inner {
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Turns to enter a queue: a bounded number at once per root.
     entries: turns::EntryTurns,
-    /// Roots it entered a queue under lately (see [`roots`]).
-    roots: KnownRoots,
+    /// Roots it, or another session to the same servers, entered a queue under lately
+    /// (see [`roots`]).
+    roots: Arc<KnownRoots>,
     /// Why the session ended for good; the first reason stays.
     close_reason: OnceLock<CloseReason>,
     /// What the servers confirmed of the live session (see [`Liveness`]).
@@ -209,7 +210,7 @@ impl Session {
             events,
             keeper: std::sync::Mutex::new(None),
             entries: turns::EntryTurns::new(),
-            roots: KnownRoots::default(),
+            roots: KnownRoots::of(&target),
             close_reason: OnceLock::new(),
             liveness: std::sync::Mutex::new(liveness.clone()),
             runtime: tokio::runtime::Handle::current(),
@@ -351,7 +352,8 @@ impl Session {
         self.inner.entries.turn(root).await.ok_or(Error::Closed)
     }
 
-    /// The recipe roots this session entered a queue under lately (see [`roots`]).
+    /// The recipe roots this session, or another of this process to the same servers,
+    /// entered a queue under lately (see [`roots`]).
     pub(crate) fn known_roots(&self) -> &KnownRoots {
         &self.inner.roots
     }

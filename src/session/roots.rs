@@ -1,4 +1,5 @@
-//! Roots known to exist: the recipe roots this session entered a queue under lately.
+//! Roots known to exist: the recipe roots the sessions of this process to one ensemble
+//! (the same connect string and chroot) entered a queue under lately.
 //!
 //! A root is a container node: the servers delete it some time after its last contender
 //! left, and a lock per key makes many roots that come and go. An entry under a root this
@@ -9,10 +10,12 @@
 //! finds it missing, the root is forgotten and made in the next round trip.
 //!
 //! The set is bounded ([`CAPACITY`] roots, the oldest remembered forgotten first): a
-//! root it no longer holds only costs the create in vain.
+//! root it no longer holds only costs the create in vain. Sessions of one process to the
+//! same connect string share one set (a pool of sessions learns a path once), kept while
+//! one of them lives.
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 /// The most roots one session remembers.
 pub(crate) const CAPACITY: usize = 4096;
@@ -30,7 +33,26 @@ struct Known {
     order: VecDeque<Arc<str>>,
 }
 
+/// The sets of the live sessions, by connect string (with the chroot).
+static SHARED: OnceLock<Mutex<HashMap<String, Weak<KnownRoots>>>> = OnceLock::new();
+
 impl KnownRoots {
+    /// The set of the sessions to `target` (a connect string with its chroot): the one
+    /// another live session to it uses, or a new one.
+    pub(crate) fn of(target: &str) -> Arc<KnownRoots> {
+        let shared = SHARED.get_or_init(Mutex::default);
+        let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(known) = shared.get(target).and_then(Weak::upgrade) {
+            return known;
+        }
+        // The sets of sessions that are gone, with this insertion: as many entries as live
+        // connect strings.
+        shared.retain(|_, known| known.strong_count() > 0);
+        let known = Arc::new(KnownRoots::default());
+        shared.insert(target.to_owned(), Arc::downgrade(&known));
+        known
+    }
+
     /// Whether `root` was seen to exist lately.
     pub(crate) fn knows(&self, root: &str) -> bool {
         self.lock().roots.contains(root)
@@ -68,6 +90,16 @@ mod tests {
 
     fn root(name: &str) -> Arc<str> {
         Arc::from(name)
+    }
+
+    #[test]
+    fn sessions_to_one_target_share_a_set_while_one_lives() {
+        let one = KnownRoots::of("127.0.0.1:1/shared");
+        one.remember(&root("/locks/a"));
+        assert!(KnownRoots::of("127.0.0.1:1/shared").knows("/locks/a"));
+        assert!(!KnownRoots::of("127.0.0.1:1/other").knows("/locks/a"));
+        drop(one);
+        assert!(!KnownRoots::of("127.0.0.1:1/shared").knows("/locks/a"));
     }
 
     #[test]
