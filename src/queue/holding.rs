@@ -266,6 +266,10 @@ impl Watching {
                 }
                 other => debug!(?other, "our node changed; a write is no loss"),
             }
+            if self.trust.is_settled() {
+                // Ended meanwhile: nothing is left to watch for.
+                return Loss::Closed;
+            }
         }
     }
 

@@ -118,6 +118,11 @@ impl Trust {
         }
     }
 
+    /// Whether a loss was reported, or the hold ended ([`Loss::Closed`]).
+    pub(crate) fn is_settled(&self) -> bool {
+        self.loss.borrow().is_some()
+    }
+
     /// Resolves once a loss was reported, or the hold ended ([`Loss::Closed`]); unlike
     /// [`lost`](Self::lost), without asking for the node to be watched.
     ///
