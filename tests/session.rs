@@ -241,3 +241,23 @@ async fn the_sessions_connections_get_tcp_nodelay() {
     .await;
     s.close();
 }
+
+/// With `tcp_nodelay(false)` the session leaves its connection as zookeeper-client made it:
+/// Nagle's algorithm on (connect returns only after it would have set it).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn tcp_nodelay_false_leaves_the_connection_without_it() {
+    // Its own server: no other client of this process connects to it.
+    let ensemble = Ensemble::start(1).await;
+    let server = ensemble.address(0).parse().unwrap();
+    let s = Session::builder()
+        .session_timeout(Duration::from_secs(10))
+        .tcp_nodelay(false)
+        .connect(&ensemble.address(0))
+        .await
+        .unwrap();
+    assert_eq!(nodelay_to(server), [false]);
+    let guard = Mutex::new(&s, "/nagle").unwrap().lock().await.unwrap();
+    guard.release().await.unwrap();
+    s.close();
+}

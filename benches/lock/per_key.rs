@@ -35,13 +35,22 @@ pub enum Who {
     Ours,
     Zkc,
     Curator,
+    /// Ours on sessions with `tcp_nodelay(false)` (loopback rows only).
+    OursNagle,
 }
 
+/// How many sides a run may have.
+const SIDES: usize = 4;
+
 impl Who {
-    /// The order in repetition `rep`: each takes each place in turn.
-    fn order(rep: usize) -> [Who; 3] {
-        let all = [Who::Ours, Who::Zkc, Who::Curator];
-        std::array::from_fn(|i| all[(i + rep) % 3])
+    /// The sides in repetition `rep`, each taking each place in turn; on the wire without
+    /// [`Who::OursNagle`].
+    fn order(rep: usize, wire: bool) -> Vec<Who> {
+        let all: &[Who] = match wire {
+            true => &[Who::Ours, Who::Zkc, Who::Curator],
+            false => &[Who::Ours, Who::Zkc, Who::Curator, Who::OursNagle],
+        };
+        (0..all.len()).map(|i| all[(i + rep) % all.len()]).collect()
     }
 }
 
@@ -66,10 +75,10 @@ struct Rate {
 /// Acquisitions/s and transactions per acquisition of each side, over the repetitions.
 #[derive(Default)]
 struct Rates {
-    rate: [Reps; 3],
-    txns: [Reps; 3],
-    requests: [Reps; 3],
-    cpu: [Reps; 3],
+    rate: [Reps; SIDES],
+    txns: [Reps; SIDES],
+    requests: [Reps; SIDES],
+    cpu: [Reps; SIDES],
 }
 
 impl Rates {
@@ -128,10 +137,16 @@ pub enum Sessions {
 impl Sessions {
     pub async fn connect(who: Who, hosts: &str, n: usize) -> Sessions {
         match who {
-            Who::Ours => {
+            Who::Ours | Who::OursNagle => {
                 let mut all = Vec::new();
                 for _ in 0..n {
-                    all.push(crate::support::session(hosts, SESSION_TIMEOUT).await);
+                    let session = Session::builder()
+                        .session_timeout(SESSION_TIMEOUT)
+                        .tcp_nodelay(who == Who::Ours)
+                        .connect(hosts)
+                        .await
+                        .unwrap_or_else(|e| panic!("connect {hosts}: {e}"));
+                    all.push(session);
                 }
                 Sessions::Ours(all)
             }
@@ -293,10 +308,16 @@ async fn rate(
     }
 }
 
-async fn measure(opts: &Opts, zk: &Ensemble, peer: &mut Peer, hosts: &str, shape: Shape) -> Rates {
+async fn measure(
+    opts: &Opts,
+    zk: &Ensemble,
+    peer: &mut Peer,
+    (hosts, wire): (&str, bool),
+    shape: Shape,
+) -> Rates {
     let mut rates = Rates::default();
     for rep in 0..opts.reps {
-        for who in Who::order(rep) {
+        for who in Who::order(rep, wire) {
             let r = rate(who, zk, peer, hosts, shape, opts.contended).await;
             rates.rate[who as usize].push(r.per_second);
             rates.txns[who as usize].push(r.txns);
@@ -350,6 +371,7 @@ fn rate_rows(table: &mut Table, label: &str, wire: bool, shape: Shape, rates: &R
         .ratio(rates.requests[0].median() / rates.requests[1].median()),
     );
     if !wire {
+        nagle_rows(table, &scenario, rates);
         let cpu = &rates.cpu;
         table.push(
             Row::new(
@@ -361,6 +383,30 @@ fn rate_rows(table: &mut Table, label: &str, wire: bool, shape: Shape, rates: &R
             .ratio(cpu[Who::Ours as usize].median() / cpu[Who::Zkc as usize].median()),
         );
     }
+}
+
+/// Ours with `tcp_nodelay(false)` against zookeeper-client (which never sets it): what
+/// Nagle's gathering of small writes is worth where CPU, not round trips, is the bound.
+fn nagle_rows(table: &mut Table, scenario: &str, rates: &Rates) {
+    let (nagle, zkc) = (Who::OursNagle as usize, Who::Zkc as usize);
+    table.push(
+        Row::new(
+            scenario,
+            "acquisitions/s, ours with tcp_nodelay(false) (peer: zookeeper-client)",
+        )
+        .ours(rates.rate[nagle].cell())
+        .peer(rates.rate[zkc].cell())
+        .ratio(rates.rate[nagle].median() / rates.rate[zkc].median()),
+    );
+    table.push(
+        Row::new(
+            scenario,
+            "client CPU µs per acquisition, ours with tcp_nodelay(false) (peer: zookeeper-client)",
+        )
+        .ours(rates.cpu[nagle].cell())
+        .peer(rates.cpu[zkc].cell())
+        .ratio(rates.cpu[nagle].median() / rates.cpu[zkc].median()),
+    );
 }
 
 fn fmt_keys(keys: u64) -> String {
@@ -383,7 +429,7 @@ pub async fn run(table: &mut Table, opts: &Opts, zk: &Ensemble) {
             for keys in [10_000, 10] {
                 let shape = Shape { sessions, keys };
                 eprintln!("per-key, {sessions} sessions, {keys} keys, {label}");
-                let rates = measure(opts, zk, &mut peer, &hosts, shape).await;
+                let rates = measure(opts, zk, &mut peer, (&hosts, wire), shape).await;
                 rate_rows(table, label, wire, shape, &rates);
             }
         }

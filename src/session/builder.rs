@@ -4,6 +4,7 @@
 //! anything is sent: a bad connect string, chroot, user name, PEM, a timeout out of range,
 //! or a creator-only ACL without an identity fail there with a clear error.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::{info, info_span, Instrument};
@@ -38,6 +39,7 @@ pub struct SessionBuilder {
     connection_timeout: Duration,
     chroot: Option<String>,
     tolerate_suspension: bool,
+    tcp_nodelay: bool,
     pub(super) node_acl: NodeAcl,
     credentials: Credentials,
     #[cfg(feature = "tls")]
@@ -51,6 +53,7 @@ impl Default for SessionBuilder {
             connection_timeout: Duration::from_secs(10),
             chroot: None,
             tolerate_suspension: false,
+            tcp_nodelay: true,
             node_acl: NodeAcl::Open,
             credentials: Credentials::default(),
             #[cfg(feature = "tls")]
@@ -99,6 +102,23 @@ impl SessionBuilder {
     /// the session once the whole timeout has passed since they last heard from it.
     pub fn tolerate_suspension(mut self, tolerate: bool) -> Self {
         self.tolerate_suspension = tolerate;
+        self
+    }
+
+    /// Whether the session's connections to its servers send each request at once
+    /// (`TCP_NODELAY`, the default) or let the kernel gather small writes while earlier
+    /// ones are unacknowledged (Nagle's algorithm). Default `true`.
+    ///
+    /// With it, a contender's create and listing travel together and an uncontended
+    /// acquisition costs one round trip; without it, the listing waits for the server to
+    /// acknowledge the create, a round trip more on the wire. Turn it off only where round
+    /// trips cost next to nothing and CPU is what bounds the throughput (servers on the
+    /// same machine, thousands of acquisitions a second): gathered writes then cost the
+    /// client and the servers fewer packets. The measurements are in the crate's
+    /// `benches/README.md` (per-key locks). Another session of the process to the same
+    /// servers that keeps it on may set it on this one's connections too.
+    pub fn tcp_nodelay(mut self, nodelay: bool) -> Self {
+        self.tcp_nodelay = nodelay;
         self
     }
 
@@ -218,7 +238,11 @@ impl SessionBuilder {
         async move {
             let dialed = std::time::Instant::now();
             let client = dialer.dial(&target).await?;
-            let servers = Servers::new(dialer.hosts());
+            // Without TCP_NODELAY: no server's connections get it.
+            let servers = Servers::new(match self.tcp_nodelay {
+                true => dialer.hosts(),
+                false => Arc::from([]),
+            });
             // Before the session's first requests; a failure only costs speed.
             let _ = servers.set_nodelay().await;
             info!(session = %client.session_id(), timeout = ?client.session_timeout(), "session established");
