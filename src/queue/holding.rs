@@ -1,6 +1,7 @@
 //! Holding: a first contender watched in the background for the moment it can no longer be
 //! trusted, and released so that nothing of ours is left behind.
 
+use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
@@ -66,11 +67,17 @@ impl Holding {
             .and_then(|client| contender.session.liveness(&client));
         let (trust, report) = Trust::new(liveness);
         let watching = Watching {
-            session: contender.session.clone(),
             client: contender.client.clone(),
             node: contender.node.clone(),
             trust: trust.clone(),
+            tolerated: contender
+                .client
+                .upgrade()
+                .and_then(|client| contender.session.tolerated(&client)),
         };
+        // Not the session itself: a monitor that waits for its watch to fire must not keep
+        // a session open that its owner dropped.
+        let closing = contender.session.closing();
         let node_watch = match set {
             Some(set) => NodeWatch::Set(set),
             None => node_watch,
@@ -79,7 +86,7 @@ impl Holding {
         let mut publisher = report.publisher(announce);
         let monitor = tokio::spawn(
             async move {
-                let loss = watching.lost(node_watch).await;
+                let loss = watching.lost(node_watch, closing).await;
                 if publisher.ended() {
                     // Released or dropped: its deletion was no loss.
                     return;
@@ -186,13 +193,14 @@ impl Drop for Holding {
     }
 }
 
-/// What the monitor of a holding needs; no strong reference to the client.
+/// What the monitor of a holding needs; no strong reference to the client or the session.
 struct Watching {
-    session: Session,
     client: Weak<Client>,
     node: String,
     /// The holding's trust: whether its loss is awaited, and what the servers confirmed.
     trust: Trust,
+    /// How long a suspended connection is tolerated (`None`: not at all).
+    tolerated: Option<Duration>,
 }
 
 impl Watching {
@@ -200,15 +208,16 @@ impl Watching {
     /// dropped: [`Loss::Closed`]). A watch on the node that is set when it ends is kept until
     /// it fires (the node is being deleted), or the session ends: a watch dropped unfired
     /// costs a request to remove it from the servers (zookeeper-client sends one, and
-    /// another if the node's notification still comes).
-    async fn lost(&self, node_watch: NodeWatch) -> Loss {
-        let Some((states, tolerated)) = self.client.upgrade().map(|client| {
-            let tolerated = self.session.tolerated(&client);
-            (client.state_watcher(), tolerated)
-        }) else {
+    /// another if the node's notification still comes). `closing` resolves once the
+    /// session is closed or dropped.
+    async fn lost(&self, node_watch: NodeWatch, closing: impl Future<Output = ()>) -> Loss {
+        let Some(states) = self.client.upgrade().map(|client| client.state_watcher()) else {
             return Loss::Closed;
         };
-        let watching = AtomicBool::new(false);
+        let mut closing = pin!(closing);
+        // A watch set while it waited is kept until it fires, even if the holding ends
+        // before the monitor first looks at it.
+        let watching = AtomicBool::new(matches!(node_watch, NodeWatch::Set(_)));
         let node_lost = async {
             let set = match node_watch {
                 NodeWatch::Now => None,
@@ -225,30 +234,32 @@ impl Watching {
         };
         let mut node_lost = pin!(node_lost);
         tokio::select! {
-            () = self.session.closed() => Loss::Closed,
-            loss = connection_lost(states, tolerated) => loss,
+            biased;
+            () = &mut closing => Loss::Closed,
+            loss = connection_lost(states, self.tolerated) => loss,
             loss = self.trust.lapsed() => loss,
-            loss = &mut node_lost => loss,
+            // Before the node: a holding that ended sets no new watch on it.
             () = self.trust.settled() => {
                 if watching.load(Ordering::Relaxed) {
                     tokio::select! {
                         _ = node_lost => {}
-                        () = self.session.closed() => {}
+                        () = closing => {}
                     }
                 }
                 Loss::Closed
             }
+            loss = &mut node_lost => loss,
         }
     }
 
     /// Resolves when the node is deleted (a write into it is no loss) or the session ends;
     /// `set`, if given, is a watch on it set already. `watching` tells whether a watch is
-    /// set and waited on.
+    /// set (or its request sent) and waited on.
     async fn node_lost(&self, mut set: Option<Armed>, watching: &AtomicBool) -> Loss {
         loop {
             let watcher = match set.take() {
                 Some(set) => set,
-                None => match self.watch().await {
+                None => match self.watch(watching).await {
                     Ok(watcher) => armed(watcher),
                     Err(loss) => return loss,
                 },
@@ -266,24 +277,35 @@ impl Watching {
                 }
                 other => debug!(?other, "our node changed; a write is no loss"),
             }
-            if self.trust.is_settled() {
-                // Ended meanwhile: nothing is left to watch for.
-                return Loss::Closed;
-            }
         }
     }
 
-    /// Sets an exists watch on the node (its data is not needed); the loss if it cannot be
-    /// set.
-    async fn watch(&self) -> std::result::Result<OneshotWatcher, Loss> {
-        let watched = match self.client.upgrade() {
-            Some(client) => retry(&client, || client.check_and_watch_stat(&self.node)).await,
-            None => return Err(Loss::Closed),
+    /// Sets an exists watch on the node (its data is not needed), unless the holding ended
+    /// ([`Loss::Closed`]: its node is being deleted, and a watch set after the delete would
+    /// watch a node that is gone); the loss if it cannot be set. `watching` is set once the
+    /// request is sent.
+    async fn watch(&self, watching: &AtomicBool) -> std::result::Result<OneshotWatcher, Loss> {
+        let Some(client) = self.client.upgrade() else {
+            return Err(Loss::Closed);
         };
+        let client = &client;
+        let watched = retry(client, || {
+            let sent = self.trust.unless_settled(|| {
+                watching.store(true, Ordering::Relaxed);
+                client.check_and_watch_stat(&self.node)
+            });
+            async move {
+                match sent {
+                    Some(watched) => watched.await.map(Some),
+                    None => Ok(None),
+                }
+            }
+        })
+        .await;
         match watched {
-            Ok((Some(_), watcher)) => Ok(watcher),
-            Ok((None, _)) => Err(Loss::NodeDeleted),
-            Err(Error::Closed) => Err(Loss::Closed),
+            Ok(Some((Some(_), watcher))) => Ok(watcher),
+            Ok(Some((None, _))) => Err(Loss::NodeDeleted),
+            Ok(None) | Err(Error::Closed) => Err(Loss::Closed),
             Err(Error::SessionExpired) => Err(Loss::SessionExpired),
             Err(err) => {
                 warn!(%err, "cannot watch our node");

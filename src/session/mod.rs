@@ -293,10 +293,22 @@ impl Session {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn closed(&self) {
+        self.closing().await;
+    }
+
+    /// Resolves once the session is closed, or once every handle to it is gone; unlike
+    /// [`closed`](Self::closed), it keeps no handle meanwhile: a task that waits on it does
+    /// not keep the session open.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) fn closing(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut current = self.inner.current.subscribe();
-        while !matches!(*current.borrow_and_update(), Current::Closed) {
-            if current.changed().await.is_err() {
-                return;
+        async move {
+            while !matches!(*current.borrow_and_update(), Current::Closed) {
+                if current.changed().await.is_err() {
+                    return;
+                }
             }
         }
     }

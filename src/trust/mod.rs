@@ -118,9 +118,17 @@ impl Trust {
         }
     }
 
-    /// Whether a loss was reported, or the hold ended ([`Loss::Closed`]).
-    pub(crate) fn is_settled(&self) -> bool {
-        self.loss.borrow().is_some()
+    /// Runs `send` unless a loss was reported or the hold ended, and returns what it made;
+    /// a loss or an end reported meanwhile waits until it has returned. A request `send`
+    /// sends (zookeeper-client sends at the call) therefore goes out either before the end
+    /// of the hold is published (and so before whatever follows it, the node's delete) or
+    /// not at all.
+    pub(crate) fn unless_settled<T>(&self, send: impl FnOnce() -> T) -> Option<T> {
+        let seen = self.loss.borrow();
+        match *seen {
+            Some(_) => None,
+            None => Some(send()),
+        }
     }
 
     /// Resolves once a loss was reported, or the hold ended ([`Loss::Closed`]); unlike
