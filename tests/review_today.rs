@@ -8,7 +8,7 @@ use zk_harness::{
     await_count, await_empty, bounded, observer, session, session_id, unique_root, Ensemble, Proxy,
     PATIENCE,
 };
-use zk_recipes::{Error, Mutex};
+use zk_recipes::{Error, Mutex, Session};
 use zookeeper_client::{Acl, Acls, AuthId, CreateMode, Permission};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
@@ -388,4 +388,68 @@ async fn many_first_touches_of_one_root_at_once() {
     for s in sessions {
         s.close();
     }
+}
+
+/// The root deleted by operators as fast as they can while contenders enter and leave
+/// (each delete lands when the root is empty: mostly just after an entry made it, before
+/// the entry's create): every entry holds (the root is made again), never two holders,
+/// nothing left. It failed with `NoNode` once the root it made or found was gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn roots_deleted_behind_the_sessions_back() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let ensemble = Ensemble::shared(1).await;
+    let admin = observer(&ensemble.connect_string()).await;
+    let root = format!("{}/k", unique_root("review-deleted-roots"));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut reapers = Vec::new();
+    for _ in 0..3 {
+        let admin = observer(&ensemble.connect_string()).await;
+        let (root, stop) = (root.clone(), stop.clone());
+        reapers.push(tokio::spawn(async move {
+            let mut deleted = 0;
+            while !stop.load(Ordering::SeqCst) {
+                if admin.delete(&root, None).await.is_ok() {
+                    deleted += 1;
+                }
+            }
+            deleted
+        }));
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let s: Session = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+        let (root, inside, errors) = (root.clone(), inside.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..150 {
+                match Mutex::new(&s, &root).unwrap().lock().await {
+                    Ok(guard) => {
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        guard.release().await.unwrap();
+                    }
+                    Err(err) => errors.lock().unwrap().push(format!("{err:?}")),
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        bounded("entries", PATIENCE, task).await.unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    let mut deleted = 0;
+    for reaper in reapers {
+        deleted += reaper.await.unwrap();
+    }
+    let errors = errors.lock().unwrap().clone();
+    println!("root deleted {deleted} times; errors: {errors:?}");
+    await_empty(&admin, &root).await;
+    assert!(
+        errors.is_empty(),
+        "{} errors: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
 }

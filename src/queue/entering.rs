@@ -40,6 +40,8 @@ impl Queue {
     /// * [`Error::InvalidAcl`] if the servers refuse the queue's ACL (a creator-only
     ///   ACL on a session without identity).
     /// * [`Error::EphemeralParent`] if the root lies under an ephemeral node.
+    /// * [`Error::ZooKeeper`] (`NoNode`) if the root was deleted again and again as it
+    ///   entered (see [`ROOT_REMAKES`]).
     /// * [`Error::Closed`] if the session was closed.
     ///
     /// # Cancel safety
@@ -134,6 +136,7 @@ impl Queue {
             false => Root::Unsure,
         };
         let options = CreateMode::EphemeralSequential.with_acls(self.acl.acls());
+        let mut remakes = 0;
         loop {
             let mut node = creating.prefix(self.name);
             // Sent back to back: the root (if missing) comes first, the listing already
@@ -169,6 +172,14 @@ impl Queue {
                         Root::Known | Root::Unsure => Root::Missing,
                         // Made with its parents after this create was sent: again.
                         Root::MadeLater => Root::Made,
+                        // Deleted between its create and ours (an operator, the servers'
+                        // reaper of an empty container that was there): made again, a
+                        // bounded number of times.
+                        Root::Missing | Root::Made if remakes < ROOT_REMAKES => {
+                            remakes += 1;
+                            debug!(root = %self.root, remakes, "the root went as we entered");
+                            Root::Missing
+                        }
                         Root::Missing | Root::Made => return Err(Error::at(&self.root, NoNode)),
                     };
                 }
@@ -239,6 +250,10 @@ impl Queue {
             })
     }
 }
+
+/// How many times an entry makes again a root deleted between its create and the
+/// node's, before it fails with `NoNode`.
+const ROOT_REMAKES: u32 = 3;
 
 /// What an entry knows of the root.
 #[derive(Clone, Copy)]
