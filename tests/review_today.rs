@@ -453,3 +453,50 @@ async fn roots_deleted_behind_the_sessions_back() {
         &errors[..errors.len().min(5)]
     );
 }
+
+/// A leader that resigns, or whose candidate is dropped, leaves no watch behind and sends
+/// no exists or removeWatches after its node's delete; its leadership reports the end as
+/// `Closed`, never a spurious loss before it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resigned_or_dropped_leader_leaves_no_watch() {
+    use zk_recipes::{LeaderElection, Loss};
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("review-resign");
+    let admin = observer(&ensemble.connect_string()).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&s, &root, "a").unwrap();
+    for resign in [true, false] {
+        let candidate = election.join().await.unwrap();
+        let leadership = candidate.leadership().await.unwrap();
+        ensemble
+            .await_watcher(leadership.node(), &session_id(&s))
+            .await;
+        assert!(!leadership.is_lost());
+        let before = proxy.requests().len();
+        if resign {
+            candidate.resign().await.unwrap();
+        } else {
+            drop(candidate);
+        }
+        assert_eq!(
+            bounded("the end", PATIENCE, leadership.lost()).await,
+            Loss::Closed
+        );
+        await_empty(&admin, &root).await;
+        ensemble
+            .await_watched_under(&root, &Default::default())
+            .await;
+        let again = Mutex::new(&s, &format!("{root}-lock"))
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        again.release().await.unwrap();
+        let sent = sent_since(&proxy, before);
+        assert!(
+            !sent.contains(&EXISTS) && !sent.contains(&REMOVE_WATCHES),
+            "resign: {resign}: {sent:?}"
+        );
+    }
+}
