@@ -500,3 +500,58 @@ async fn a_resigned_or_dropped_leader_leaves_no_watch() {
         );
     }
 }
+
+/// Released while the connection is cut (`cut`) or silent (`freeze`) and the session
+/// expires meanwhile: the release finishes (its node went with the session; `Ok` when the
+/// hold was still trusted as it began, else `Lost`), and afterwards nothing is left under the root, no watch of ours is left, and
+/// the renewed session sends no exists or removeWatches for the old node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_while_the_session_expires_finishes() {
+    let ensemble = Ensemble::shared(1).await;
+    let admin = observer(&ensemble.connect_string()).await;
+    for freeze in [false, true] {
+        let proxy = ensemble.proxy(0).await;
+        let root = unique_root("review-release-expiring");
+        let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+        let guard = Mutex::new(&s, &root).unwrap().lock().await.unwrap();
+        ensemble.await_watcher(guard.node(), &session_id(&s)).await;
+        let info = s.client().unwrap().session().clone();
+        let mut seen = zk_harness::record_events(&s);
+        if freeze {
+            proxy.freeze();
+        } else {
+            proxy.cut();
+        }
+        let releasing = tokio::spawn(guard.release());
+        zk_harness::expire_session(&ensemble.connect_string(), &info).await;
+        await_empty(&admin, &root).await;
+        proxy.restore();
+        let released = bounded("the release", PATIENCE, releasing).await.unwrap();
+        assert!(
+            matches!(released, Ok(()) | Err(Error::Lost { .. })),
+            "freeze: {freeze}: {released:?}"
+        );
+        zk_harness::await_events(
+            &mut seen,
+            &[
+                zk_recipes::SessionEvent::Expired,
+                zk_recipes::SessionEvent::Connected,
+            ],
+            PATIENCE,
+        )
+        .await;
+        let before = proxy.requests().len();
+        let again = Mutex::new(&s, &root).unwrap().lock().await.unwrap();
+        again.release().await.unwrap();
+        let sent = sent_since(&proxy, before);
+        assert!(
+            !sent.contains(&EXISTS) && !sent.contains(&REMOVE_WATCHES),
+            "freeze: {freeze}: {sent:?}"
+        );
+        await_empty(&admin, &root).await;
+        ensemble
+            .await_watched_under(&root, &Default::default())
+            .await;
+        s.close();
+    }
+}
