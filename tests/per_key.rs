@@ -193,17 +193,6 @@ async fn first_touch_creates_the_key_and_its_missing_parents() {
 
 /// ZooKeeper opcodes of the requests an entry sends.
 const CREATE_CONTAINER: i32 = 19;
-const PING: i32 = 11;
-
-/// The requests `proxy` passed on since `from` of them, pings left out.
-fn sent_since(proxy: &zk_harness::Proxy, from: usize) -> Vec<i32> {
-    let sent = proxy.requests();
-    sent[from..]
-        .iter()
-        .copied()
-        .filter(|&op| op != PING)
-        .collect()
-}
 
 /// A first touch costs no round trip of its own: the missing key path is created in the
 /// round trip of the contender's create and listing, three requests in all (it used to be
@@ -229,20 +218,20 @@ async fn a_first_touch_creates_the_key_path_in_the_round_trip_of_the_entry() {
 
     let before = proxy.requests().len();
     entry(s.clone()).await;
-    let sent = sent_since(&proxy, before);
+    let sent = proxy.sent_since(before);
     assert_eq!(sent.len(), 4, "first touch: {sent:?}");
     assert_eq!(sent[0], CREATE_CONTAINER, "first touch: {sent:?}");
 
     let before = proxy.requests().len();
     entry(s.clone()).await;
-    let sent = sent_since(&proxy, before);
+    let sent = proxy.sent_since(before);
     assert_eq!(sent.len(), 3, "known path: {sent:?}");
     assert!(!sent.contains(&CREATE_CONTAINER), "known path: {sent:?}");
 
     let sibling = session(&proxy.address(), SESSION_TIMEOUT).await;
     let before = proxy.requests().len();
     entry(sibling.clone()).await;
-    let sent = sent_since(&proxy, before);
+    let sent = proxy.sent_since(before);
     assert_eq!(
         sent.len(),
         3,
@@ -252,7 +241,7 @@ async fn a_first_touch_creates_the_key_path_in_the_round_trip_of_the_entry() {
     let elsewhere = ensemble.proxy(0).await;
     let other = session(&elsewhere.address(), SESSION_TIMEOUT).await;
     entry(other.clone()).await;
-    let sent = sent_since(&elsewhere, 0);
+    let sent = elsewhere.sent_since(0);
     assert_eq!(sent.len(), 4, "a path only other sessions made: {sent:?}");
     await_empty(&admin, &path).await;
 }

@@ -70,5 +70,6 @@ pub use proxy::Proxy;
 pub use wait::{await_watch, bounded, unless_stopped, PATIENCE, WORK};
 pub use watches::settle_watches;
 pub use znodes::{
-    await_children, await_count, await_empty, await_queue, children, name, observe, sequence,
+    all_but, await_children, await_count, await_empty, await_queue, children, name, observe,
+    persistent, sequence,
 };

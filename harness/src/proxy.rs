@@ -82,6 +82,16 @@ impl Proxy {
         self.drops.lock().expect("drops").passed.clone()
     }
 
+    /// The opcodes of the requests passed on after the first `from` of them, pings left
+    /// out (see [`requests`](Self::requests)).
+    pub fn sent_since(&self, from: usize) -> Vec<i32> {
+        /// ZooKeeper's opcode of a ping.
+        const PING: i32 = 11;
+        let passed = &self.drops.lock().expect("drops").passed;
+        let since = passed.get(from..).unwrap_or_default();
+        since.iter().copied().filter(|&op| op != PING).collect()
+    }
+
     /// Connect string for a client that should go through the proxy.
     pub fn address(&self) -> String {
         self.address.clone()

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use zookeeper_client::{Client, SessionState};
+use zookeeper_client::{Acl, Acls, AuthId, Client, CreateMode, Permission, SessionState};
 
 use crate::wait::PATIENCE;
 
@@ -131,6 +131,34 @@ pub async fn await_count(client: &Client, root: &str, n: usize) -> Vec<String> {
 /// Waits until `root` holds no child: nothing of any contender is left behind.
 pub async fn await_empty(client: &Client, root: &str) {
     await_queue(client, root, "no children", <[String]>::is_empty).await;
+}
+
+/// An ACL that grants anyone everything but `denied`.
+pub fn all_but(denied: Permission) -> [Acl; 1] {
+    let all = [
+        Permission::READ,
+        Permission::WRITE,
+        Permission::CREATE,
+        Permission::DELETE,
+        Permission::ADMIN,
+    ];
+    let kept = all
+        .into_iter()
+        .filter(|&p| p != denied)
+        .fold(Permission::NONE, |acc, p| acc | p);
+    [Acl::new(kept, AuthId::anyone())]
+}
+
+/// Creates `path` as an open persistent node (its parent must exist).
+pub async fn persistent(admin: &Client, path: &str) {
+    admin
+        .create(
+            path,
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
 }
 
 #[cfg(test)]
