@@ -10,8 +10,8 @@
 use std::time::{Duration, Instant};
 
 use zk_harness::{
-    await_empty, await_events, bounded, expire_session, live_client, record_events, session,
-    unique_root, Ensemble, PATIENCE,
+    await_empty, await_events, bounded, expire_session, live_client, observer, record_events,
+    session, unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{Error, Mutex, Session, SessionEvent};
 use zookeeper_client::{Acls, CreateMode};
@@ -259,5 +259,7 @@ async fn tcp_nodelay_false_leaves_the_connection_without_it() {
     assert_eq!(nodelay_to(server), [false]);
     let guard = Mutex::new(&s, "/nagle").unwrap().lock().await.unwrap();
     guard.release().await.unwrap();
+    let admin = observer(&ensemble.address(0)).await;
+    await_empty(&admin, "/nagle").await;
     s.close();
 }
