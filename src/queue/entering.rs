@@ -1,5 +1,6 @@
 //! Entering the queue: create ‖ list in one round trip, and a create whose reply was lost
-//! found again by its uuid. A root the session does not know to exist (see
+//! found again by its uuid. A root the session (or another of the process to the same
+//! servers) does not know to exist (see
 //! [`KnownRoots`](crate::session::KnownRoots)) is made in the same round trip, before the
 //! create: one round trip still, two if its parent is missing too. A known root found
 //! missing is made in the round trip of the next create: two round trips.
@@ -155,7 +156,9 @@ impl Queue {
                 Ok((stat, seq)) => {
                     // The answer confirms the session: a hold made on it now is trusted.
                     session.confirm(&client, sent);
-                    known.remember(&self.root);
+                    if !matches!(root, Root::Known) {
+                        known.remember(&self.root);
+                    }
                     // No allocation: the prefix left room for the sequence number.
                     let _ = write!(node, "{seq}");
                     let children = match listed {

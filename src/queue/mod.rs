@@ -13,8 +13,9 @@
 //!
 //! The create and the child listing are sent back to back on one session, so the listing
 //! already holds the new node: it proves that the node exists and shows who is ahead. A
-//! contender with no one ahead holds at once. Under a root the session has not entered
-//! under lately, the root's create goes first in the same round trip (roots are container
+//! contender with no one ahead holds at once. Under a root that no session of the process
+//! to the same servers has entered under lately, the root's create goes first in the same
+//! round trip (roots are container
 //! nodes, a lock per key makes many). A create whose reply was lost is found again by its
 //! uuid ([`entering`]). A session has a bounded number of entries in flight per root,
 //! so a burst of waiters does not hold a burst of listings, and entries on other roots (a
