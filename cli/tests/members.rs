@@ -132,7 +132,7 @@ async fn a_taken_or_malformed_id_is_refused_and_cmd_does_not_run() {
     let (output, _) = output_within(bad.args(touch)).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(64), "{stderr}");
-    assert!(stderr.contains("member id"), "{stderr}");
+    assert!(stderr.contains("--id"), "{stderr}");
     assert!(!ran.exists(), "CMD ran");
     let (_, after) = client.get_data(&node).await.expect("the node");
     assert_eq!((after.czxid, after.version), (before.czxid, before.version));
