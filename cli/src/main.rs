@@ -31,6 +31,7 @@ mod join;
 mod lock;
 mod members;
 mod observe;
+mod output;
 mod revoke;
 mod say;
 mod security;
