@@ -14,13 +14,11 @@
 //!
 //! Nothing is joined: watching leaves no node.
 
-use std::io::{self, Write as _};
-
 use serde_json::json;
 use zk_recipes::{Error, Group, Member, Session};
 
 use crate::args::{Connection, Members};
-use crate::output::shown;
+use crate::output::{self, shown};
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -36,7 +34,11 @@ impl OnSession for Members {
             Err(err) => return status::report(&err),
         };
         let outcome = match self.watch {
-            true => signals.or(follow(&group, self.json)).await,
+            true => {
+                signals
+                    .or(output::until_closed(follow(&group, self.json)))
+                    .await
+            }
             false => signals.or(once(&group, self.json)).await,
         };
         match outcome {
@@ -50,7 +52,7 @@ impl OnSession for Members {
 /// Prints the members once (a closed stdout is no failure).
 async fn once(group: &Group, json: bool) -> Result<(), Error> {
     let members = group.members().await?;
-    let _ = print(&line(group.path(), &members, json));
+    output::print(&line(group.path(), &members, json));
     Ok(())
 }
 
@@ -59,7 +61,7 @@ async fn follow(group: &Group, json: bool) -> Result<(), Error> {
     let mut view = group.watch_members().await?;
     loop {
         let shown = line(group.path(), &view.borrow_and_update(), json);
-        if print(&shown).is_err() {
+        if !output::print(&shown) {
             return Ok(());
         }
         if view.changed().await.is_err() {
@@ -86,12 +88,6 @@ fn line(path: &str, members: &[Member], json: bool) -> String {
         .map(|member| format!("{}={}", shown(&member.id), shown(&data(member))))
         .collect();
     format!("members: {}", entries.join(" "))
-}
-
-fn print(line: &str) -> io::Result<()> {
-    let mut out = io::stdout().lock();
-    writeln!(out, "{line}")?;
-    out.flush()
 }
 
 #[cfg(test)]

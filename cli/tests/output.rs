@@ -60,3 +60,26 @@ async fn observe_exits_0_once_nobody_reads_its_output() {
 
     assert_eq!(status.code(), Some(0), "{status}");
 }
+
+/// How soon a watching command must notice that its reader has gone: the session's close
+/// (at most 2 s) and a loaded machine's slack; a change never comes.
+const PROMPTLY: Duration = Duration::from_secs(8);
+
+#[tokio::test]
+async fn observe_and_members_watch_exit_0_once_their_reader_goes_on_a_path_that_never_changes() {
+    // `zk-recipes observe PATH | head -1`, `zk-recipes members --watch PATH | head -1`: the
+    // reader goes after the first line, and PATH never changes again.
+    let test = Test::new("head-quiet").await;
+    let root = test.root.as_str();
+    for args in [&["observe", root][..], &["members", "--watch", root]] {
+        let mut command = test.command(args);
+        let (mut watching, stdout, first) = first_line(&mut command).await;
+        assert!(first.ends_with('\n'), "{args:?}: {first:?}");
+        drop(stdout);
+
+        let status = exit_within(&mut watching, PROMPTLY).await;
+
+        assert_eq!(status.code(), Some(0), "{args:?}: {status}");
+    }
+    assert!(test.children().await.is_empty());
+}
