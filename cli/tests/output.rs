@@ -6,9 +6,10 @@ mod support;
 
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use support::{
     alive, await_lines, closed_pipe, delete_from_outside, exit_within, first_line, full_device,
-    start, Test,
+    signal, start, Test,
 };
 use zk_harness::PATIENCE;
 
@@ -82,4 +83,32 @@ async fn observe_and_members_watch_exit_0_once_their_reader_goes_on_a_path_that_
         assert_eq!(status.code(), Some(0), "{args:?}: {status}");
     }
     assert!(test.children().await.is_empty());
+}
+
+#[tokio::test]
+async fn observe_into_a_file_or_dev_null_goes_on_printing() {
+    // A file or /dev/null is never closed: watching for a closed stdout must not end it.
+    let test = Test::new("observe-file").await;
+    let file = test.scratch.file("out");
+    let out = std::fs::File::create(&file).expect("a file");
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .expect("/dev/null");
+    let mut into_file = start(test.command(&["observe", &test.root]).stdout(out));
+    let mut into_null = start(test.command(&["observe", &test.root]).stdout(null));
+    await_lines(&file, 1).await;
+
+    let (_session, _held) = test.hold_lock().await;
+    let lines = await_lines(&file, 2).await;
+
+    assert!(lines[1].contains("held by"), "{lines:?}");
+    assert!(
+        into_null.try_wait().expect("a look").is_none(),
+        "observe > /dev/null ended"
+    );
+    for observe in [&mut into_file, &mut into_null] {
+        signal(observe, Signal::SIGTERM);
+        assert_eq!(exit_within(observe, PATIENCE).await.code(), Some(0));
+    }
 }
