@@ -95,6 +95,17 @@ fn host_name() -> String {
     }
 }
 
+/// Checks `id` as [`LeaderElection::new`](crate::LeaderElection::new) and [`Mutex::id`]
+/// check a contender's id, without a session: a program can refuse a bad id before it
+/// connects. Nothing is sent.
+///
+/// # Notable errors
+/// * [`Error::InvalidArgument`] if `id` is empty, holds a NUL, is `__REVOKE__` (Curator's
+///   revoke marker), or is larger than a node holds (960 KiB here).
+pub fn check_contender_id(id: &str) -> Result<()> {
+    validate_id(id).map(|_| ())
+}
+
 /// Checks a contender's id: not empty, no NUL (it ends the id in a leader's proclaimed
 /// data), not Curator's revoke marker, and small enough for a node.
 ///

@@ -63,6 +63,7 @@ mod session;
 mod trust;
 
 pub use acl::NodeAcl;
+pub use contenders::check_contender_id;
 pub use contenders::{Access, Contender};
 pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
@@ -71,7 +72,7 @@ pub use group::{Group, Member, Membership, Presence};
 pub use guard::Hold;
 pub use keyed::KeyedMutex;
 pub use lock::{DistributedLock, Mutex, MutexGuard};
-pub use path::check_path;
+pub use path::{check_name, check_path};
 pub use revoke::revoke;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};

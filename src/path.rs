@@ -27,6 +27,20 @@ pub fn check_path(path: &str) -> Result<()> {
     validate_root(path).map(|_| ())
 }
 
+/// Checks `name` as one node's name under the recipe root `parent`, by the rule
+/// [`Group::join`](crate::Group::join) checks a member's id with (and
+/// [`KeyedMutex`](crate::KeyedMutex) a key), without a session: a program can refuse a bad
+/// id before it connects. Nothing is sent.
+///
+/// # Notable errors
+/// * [`Error::InvalidPath`] if `parent` is no recipe root (see [`check_path`]), or `name`
+///   is empty, `.` or `..`, holds a `/` or a character ZooKeeper rejects, or makes the path
+///   longer than 32 KiB; its reason says which.
+pub fn check_name(parent: &str, name: &str) -> Result<()> {
+    validate_root(parent)?;
+    child(parent, name).map(|_| ())
+}
+
 /// Checks that `path` can be the root of a recipe; returns it unchanged.
 pub(crate) fn validate_root(path: &str) -> Result<&str> {
     reason(path).map_or(Ok(path), |reason| {
@@ -165,6 +179,19 @@ mod tests {
         ] {
             assert_eq!(validate_root(path).ok(), Some(path), "{path:?}");
         }
+    }
+
+    #[test]
+    fn a_name_is_one_component_of_a_valid_path() {
+        for name in ["a/b", "..", ".", "", "a\0b", "a\u{1}"] {
+            assert!(
+                matches!(check_name("/g", name), Err(Error::InvalidPath { .. })),
+                "{name:?} was accepted"
+            );
+        }
+        assert!(check_name("/g/", "a").is_err());
+        assert!(check_name("/g", &"a".repeat(MAX_LEN)).is_err());
+        assert!(check_name("/g", "web 1=x").is_ok());
     }
 
     #[test]

@@ -4,7 +4,6 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::NonEmptyStringValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration;
@@ -16,6 +15,15 @@ use crate::status;
 /// before it sends anything, also at once.)
 fn path(text: &str) -> Result<String, String> {
     match zk_recipes::check_path(text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+/// A candidate's id, checked as the library checks it (`LeaderElection::new`), before
+/// connecting.
+fn contender_id(text: &str) -> Result<String, String> {
+    match zk_recipes::check_contender_id(text) {
         Ok(()) => Ok(text.to_owned()),
         Err(err) => Err(err.to_string()),
     }
@@ -102,6 +110,22 @@ pub enum Command {
     Watchdog,
 }
 
+impl Command {
+    /// Checks what one argument alone does not tell, by the library's own rules, before
+    /// connecting: `join`'s id, one node name under PATH (`Group::join`'s rule). A bad one
+    /// exits 64 at once, whatever the servers' state.
+    ///
+    /// # Errors
+    /// A one-line message saying which argument and why.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Command::Join(join) => zk_recipes::check_name(&join.path, &join.id)
+                .map_err(|err| format!("--id {:?}: {err}", join.id)),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// `zk-recipes lock`.
 #[derive(Debug, Args)]
 pub struct Lock {
@@ -129,8 +153,8 @@ pub struct Elect {
     /// The election's path, e.g. /election/indexer.
     #[arg(value_parser = path)]
     pub path: String,
-    /// This candidate's id, shown to observers (e.g. the host name).
-    #[arg(long, value_parser = NonEmptyStringValueParser::new())]
+    /// This candidate's id, shown to observers (e.g. the host name); not `__REVOKE__`.
+    #[arg(long, value_parser = contender_id)]
     pub id: String,
     /// Run CMD once, as leader, and exit with its status.
     #[arg(long)]
@@ -180,8 +204,8 @@ pub struct Join {
     /// The group's path, e.g. /services/orders/members.
     #[arg(value_parser = path)]
     pub path: String,
-    /// This member's id: the node's name (no '/').
-    #[arg(long, value_parser = NonEmptyStringValueParser::new())]
+    /// This member's id: the node's name (one path component: no '/', not '.' or '..').
+    #[arg(long)]
     pub id: String,
     /// The member's data, e.g. its address (default: none).
     #[arg(long, value_name = "D", default_value = "")]

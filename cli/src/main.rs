@@ -31,6 +31,7 @@ mod join;
 mod lock;
 mod members;
 mod observe;
+mod output;
 mod revoke;
 mod say;
 mod security;
@@ -62,6 +63,10 @@ fn main() -> ExitCode {
     };
     if let Command::Watchdog = cli.command {
         return child::watch();
+    }
+    if let Err(message) = cli.command.check() {
+        say!("{message}");
+        return ExitCode::from(status::USAGE);
     }
     init_log(cli.verbose);
     // One thread: CMD is started from it, and its parent-death signal follows the thread

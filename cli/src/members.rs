@@ -7,18 +7,18 @@
 //!   polling), until SIGINT, SIGTERM, SIGHUP or SIGQUIT or until stdout is closed (exit 0);
 //!   69 if the session ends for good. While the connection is down the last line stands;
 //!   what changed meanwhile is printed once it is back.
-//! * Text: `members: ID=DATA ...` (`members: -` for none); `--json`: one object per line,
-//!   `{"path": PATH, "members": [{"id": ID, "data": DATA}, ...]}`. Data is shown as UTF-8,
-//!   with invalid bytes replaced.
+//! * Text: `members: ID=DATA ...` (`members: -` for none), an id or data that could forge a
+//!   line or a pair quoted with escapes (`"web 1"="1.2.3.4\nmembers: x=9"`, `b=""`: see
+//!   [`shown`]); `--json`: one object per line, `{"path": PATH, "members": [{"id":
+//!   ID, "data": DATA}, ...]}`. Data is shown as UTF-8, with invalid bytes replaced.
 //!
 //! Nothing is joined: watching leaves no node.
-
-use std::io::{self, Write as _};
 
 use serde_json::json;
 use zk_recipes::{Error, Group, Member, Session};
 
 use crate::args::{Connection, Members};
+use crate::output::{self, shown};
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -34,7 +34,11 @@ impl OnSession for Members {
             Err(err) => return status::report(&err),
         };
         let outcome = match self.watch {
-            true => signals.or(follow(&group, self.json)).await,
+            true => {
+                signals
+                    .or(output::until_closed(follow(&group, self.json)))
+                    .await
+            }
             false => signals.or(once(&group, self.json)).await,
         };
         match outcome {
@@ -48,7 +52,7 @@ impl OnSession for Members {
 /// Prints the members once (a closed stdout is no failure).
 async fn once(group: &Group, json: bool) -> Result<(), Error> {
     let members = group.members().await?;
-    let _ = print(&line(group.path(), &members, json));
+    output::print(&line(group.path(), &members, json));
     Ok(())
 }
 
@@ -57,7 +61,7 @@ async fn follow(group: &Group, json: bool) -> Result<(), Error> {
     let mut view = group.watch_members().await?;
     loop {
         let shown = line(group.path(), &view.borrow_and_update(), json);
-        if print(&shown).is_err() {
+        if !output::print(&shown) {
             return Ok(());
         }
         if view.changed().await.is_err() {
@@ -79,17 +83,11 @@ fn line(path: &str, members: &[Member], json: bool) -> String {
     if members.is_empty() {
         return "members: -".into();
     }
-    let shown: Vec<String> = members
+    let entries: Vec<String> = members
         .iter()
-        .map(|member| format!("{}={}", member.id, data(member)))
+        .map(|member| format!("{}={}", shown(&member.id), shown(&data(member))))
         .collect();
-    format!("members: {}", shown.join(" "))
-}
-
-fn print(line: &str) -> io::Result<()> {
-    let mut out = io::stdout().lock();
-    writeln!(out, "{line}")?;
-    out.flush()
+    format!("members: {}", entries.join(" "))
 }
 
 #[cfg(test)]
@@ -106,7 +104,18 @@ mod tests {
     #[test]
     fn lines_in_text_and_json() {
         let members = [member("a", b"10.0.0.1"), member("b", b"")];
-        assert_eq!(line("/g", &members, false), "members: a=10.0.0.1 b=");
+        assert_eq!(line("/g", &members, false), r#"members: a=10.0.0.1 b="""#);
+        let forged = [member("web 1", b"1.2.3.4\nmembers: x=9\x1b[2J\0")];
+        assert_eq!(
+            line("/g", &forged, false),
+            r#"members: "web 1"="1.2.3.4\nmembers: x=9\u{1b}[2J\0""#
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&line("/g", &forged, true)).unwrap();
+        assert_eq!(parsed["members"][0]["id"], "web 1");
+        assert_eq!(
+            parsed["members"][0]["data"],
+            "1.2.3.4\nmembers: x=9\x1b[2J\0"
+        );
         assert_eq!(line("/g", &[], false), "members: -");
         let parsed: serde_json::Value = serde_json::from_str(&line("/g", &members, true)).unwrap();
         assert_eq!(parsed["path"], "/g");

@@ -14,14 +14,13 @@
 //! contenders are listed, in order and with who holds, by the library's `contenders()` of
 //! the recipe PATH is for ([`look`]).
 
-use std::io::{self, Write as _};
-
 use tokio::sync::watch;
 use tracing::{debug, info_span, Instrument};
 use zk_recipes::{Contender, Error, Mutex, Result, RwLock, Semaphore, Session, SessionEvent};
 use zookeeper_client::{OneshotWatcher, WatchedEvent};
 
 use crate::args::{Connection, Observe};
+use crate::output::{self, until_closed};
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
@@ -89,7 +88,7 @@ impl OnSession for Look<'_> {
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {
         let (path, json) = (self.args.path.as_str(), self.args.json);
         if self.follow {
-            return match signals.or(follow(session, path, json)).await {
+            return match signals.or(until_closed(follow(session, path, json))).await {
                 Err(_) | Ok(Ok(())) => 0,
                 Ok(Err(err)) => status::report(&err),
             };
@@ -102,7 +101,7 @@ impl OnSession for Look<'_> {
             Err(signal) => status::of_signal(signal),
             Ok(Err(err)) => status::report(&err),
             Ok(Ok(seen)) => {
-                print(&view::line(path, &seen, json));
+                output::print(&view::line(path, &seen, json));
                 0
             }
         }
@@ -140,7 +139,7 @@ async fn follow(session: &Session, path: &str, json: bool) -> Result<()> {
             Err(err) => return Err(err),
         };
         if shown.as_ref() != Some(&seen) {
-            if !print(&view::line(path, &seen, json)) {
+            if !output::print(&view::line(path, &seen, json)) {
                 return Ok(());
             }
             shown = Some(seen);
@@ -215,12 +214,6 @@ async fn next_event(events: &mut watch::Receiver<SessionEvent>) -> Result<()> {
         SessionEvent::Closed => Err(Error::Closed),
         _ => Ok(()),
     }
-}
-
-/// Prints `line` on stdout at once; `false` if stdout is closed.
-fn print(line: &str) -> bool {
-    let mut out = io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
 }
 
 #[cfg(test)]

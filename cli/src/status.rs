@@ -8,7 +8,7 @@
 //! | status | meaning |
 //! |---|---|
 //! | CMD's | CMD ran to its end (128+N if it died of signal N), also after a forwarded signal |
-//! | 64 (`EX_USAGE`) | bad arguments (checked before connecting where they can be): unknown option, malformed path, `--hosts` or duration, a duration over 24h, empty id, an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
+//! | 64 (`EX_USAGE`) | bad arguments (checked before connecting where they can be): unknown option, malformed path, `--hosts` or duration, a duration over 24h, an id the library refuses (`join`: not one node name; `elect`: empty, a NUL, `__REVOKE__`), an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
 //! | 69 (`EX_UNAVAILABLE`) | ZooKeeper cannot be used: no server reachable, credentials refused, TLS refused, the ACL denies it, the session ended |
 //! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD, starting CMD's watchdog |
 //! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |

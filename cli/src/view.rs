@@ -14,9 +14,8 @@
 //!   NAME; nobody waiting`, `PATH: 2 of 3 leases: NAME, NAME; waiting: NAME`, or `PATH:
 //!   empty`. A contender is named by its id (its node's data: zk-recipes' default is
 //!   `<host name>/<pid>`) or, without one (Curator's `InterProcessMutex`), by its node's
-//!   name. A name or path that holds anything but printable characters, or `,`, `;`, `"`
-//!   or `\`, is shown quoted with Rust's escapes (`"a\n/x: leader b"`): node data is
-//!   anyone's to write, and must not forge a line or a list.
+//!   name. A name or path that could forge a line or a list is shown quoted with Rust's
+//!   escapes (`"a\n/x: leader b"`; [`shown`] says which).
 //! * `--json`: `{"path", "kind": "election", "leader", "participants"}` (participants
 //!   include the leader), `{"path", "kind": "lock", "holder", "waiters"}`, `{"path", "kind":
 //!   "rwlock", "holders", "waiters"}`, `{"path", "kind": "semaphore", "max", "leases",
@@ -25,10 +24,10 @@
 //!   `token`: its fencing token; `revocation_requested`: someone asked it to let go), with
 //!   `"mode": "read"|"write"` in a read/write lock.
 
-use std::borrow::Cow;
-
 use serde_json::{json, Value};
 use zk_recipes::{Access, Contender};
+
+use crate::output::shown;
 
 /// What a look at a path found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,16 +216,6 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
     format!("{}: {head}; {rest}", shown(path))
 }
 
-/// `text` as printed in a line: as it is if it can neither forge a line nor a list, else
-/// quoted, with escapes.
-fn shown(text: &str) -> Cow<'_, str> {
-    let plain = |c: char| c.escape_debug().len() == 1 && !matches!(c, ',' | ';' | '"' | '\\');
-    match !text.is_empty() && text.chars().all(plain) {
-        true => Cow::Borrowed(text),
-        false => Cow::Owned(format!("{text:?}")),
-    }
-}
-
 /// The id, or the node's name if the id is empty.
 fn name(contender: &Contender) -> &str {
     match contender.id.as_str() {
@@ -333,13 +322,13 @@ mod tests {
             &[
                 ("a\n/t/x: leader forged", "/t/_c_1-latch-0000000001"),
                 ("b, c; d", "/t/_c_2-latch-0000000002"),
-                ("host-1.example émoji ✓", "/t/_c_3-latch-0000000003"),
+                ("host-1.example/émoji✓", "/t/_c_3-latch-0000000003"),
                 ("x\u{202e}y", "/t/_c_4-latch-0000000004"),
             ],
         );
         assert_eq!(
             line("/t", &seen, false),
-            r#"/t: leader "a\n/t/x: leader forged"; followers: "b, c; d", host-1.example émoji ✓, "x\u{202e}y""#
+            r#"/t: leader "a\n/t/x: leader forged"; followers: "b, c; d", host-1.example/émoji✓, "x\u{202e}y""#
         );
         let parsed: Value = serde_json::from_str(&line("/t", &seen, true)).unwrap();
         assert_eq!(parsed["leader"]["id"], "a\n/t/x: leader forged");

@@ -137,3 +137,29 @@ async fn takes_a_free_lock_and_lease_every_time(timeout: &str) {
     takes_a_free_lock_every_time(&test, &["--semaphore", "2", "--timeout", timeout]).await;
     only_empty_semaphore_queues(&test).await;
 }
+
+#[tokio::test]
+async fn ids_the_library_refuses_exit_64_at_once_without_a_server() {
+    // A member's id is one node name under PATH; a candidate's id is not Curator's revoke
+    // marker. Both by the library's own rules, before connecting: with nothing reachable, a
+    // connect would take the whole --connect-timeout and exit 69.
+    let cases: [&[&str]; 5] = [
+        &["join", "/g", "--id", "a/b"],
+        &["join", "/g", "--id", ".."],
+        &["join", "/g", "--id", "."],
+        &["join", "/g", "--id", ""],
+        &["elect", "/e", "--id", "__REVOKE__"],
+    ];
+    for args in cases {
+        let mut command = zk_recipes(NOWHERE);
+        command
+            .args(args)
+            .args(["--connect-timeout", "20s", "--", "true"]);
+        let (output, took) = output_within(&mut command).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(stderr.contains("--id"), "{args:?}: {stderr}");
+        assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
+    }
+}

@@ -11,6 +11,7 @@ use support::{exit_within, first_line, output_within, signal, start, Test};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, ChildStdout};
 use zk_harness::{await_empty, bounded, observer, PATIENCE};
+use zk_recipes::{Group, Session};
 
 /// Session timeout of the members: how long a killed member stays listed, at most (plus
 /// the servers' tick).
@@ -132,7 +133,7 @@ async fn a_taken_or_malformed_id_is_refused_and_cmd_does_not_run() {
     let (output, _) = output_within(bad.args(touch)).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(64), "{stderr}");
-    assert!(stderr.contains("member id"), "{stderr}");
+    assert!(stderr.contains("--id"), "{stderr}");
     assert!(!ran.exists(), "CMD ran");
     let (_, after) = client.get_data(&node).await.expect("the node");
     assert_eq!((after.czxid, after.version), (before.czxid, before.version));
@@ -140,4 +141,55 @@ async fn a_taken_or_malformed_id_is_refused_and_cmd_does_not_run() {
     signal(&holder, Signal::SIGTERM);
     exit_within(&mut holder, PATIENCE).await;
     await_empty(&client, &test.root).await;
+}
+
+#[tokio::test]
+async fn members_quotes_ids_and_data_so_that_data_cannot_forge_a_line() {
+    let test = Test::new("members-quoted").await;
+    let session = Session::connect(&test.hosts).await.expect("connect");
+    let group = Group::new(&session, &test.root).expect("a group");
+    // What anyone may write: a line break and a forged line, a terminal escape, a NUL; an id
+    // with a space and one with `=`.
+    let forged = b"1.2.3.4\nmembers: forged=9.9.9.9\x1b[2J\0".to_vec();
+    let web_member = group.join("web 1", forged).await.expect("join");
+    let pair_member = group.join("a=b", "c").await.expect("join");
+
+    let (output, _) = output_within(&mut test.command(&["members", &test.root])).await;
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).expect("UTF-8");
+    // One line, each member one `ID=DATA` entry, nothing a terminal would act on.
+    let web = r#""web 1"="1.2.3.4\nmembers: forged=9.9.9.9\u{1b}[2J\0""#;
+    let pair = r#""a=b"=c"#;
+    assert!(
+        [
+            format!("members: {pair} {web}\n"),
+            format!("members: {web} {pair}\n")
+        ]
+        .contains(&text),
+        "{text:?}"
+    );
+    assert!(
+        !text.trim_end_matches('\n').chars().any(char::is_control),
+        "{text:?}"
+    );
+
+    let (output, _) = output_within(&mut test.command(&["members", "--json", &test.root])).await;
+    let parsed: Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    let members = parsed["members"].as_array().expect("members");
+    let data = |id: &str| {
+        members
+            .iter()
+            .find(|m| m["id"] == id)
+            .map(|m| m["data"].clone())
+    };
+    assert_eq!(members.len(), 2, "{parsed}");
+    assert_eq!(data("a=b"), Some("c".into()));
+    assert_eq!(
+        data("web 1"),
+        Some("1.2.3.4\nmembers: forged=9.9.9.9\u{1b}[2J\0".into())
+    );
+
+    web_member.leave().await.expect("leave");
+    pair_member.leave().await.expect("leave");
+    await_empty(&observer(&test.hosts).await, &test.root).await;
 }

@@ -6,9 +6,10 @@ mod support;
 
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use support::{
     alive, await_lines, closed_pipe, delete_from_outside, exit_within, first_line, full_device,
-    start, Test,
+    signal, start, Test,
 };
 use zk_harness::PATIENCE;
 
@@ -59,4 +60,55 @@ async fn observe_exits_0_once_nobody_reads_its_output() {
     let status = exit_within(&mut observe, PATIENCE).await;
 
     assert_eq!(status.code(), Some(0), "{status}");
+}
+
+/// How soon a watching command must notice that its reader has gone: the session's close
+/// (at most 2 s) and a loaded machine's slack; a change never comes.
+const PROMPTLY: Duration = Duration::from_secs(8);
+
+#[tokio::test]
+async fn observe_and_members_watch_exit_0_once_their_reader_goes_on_a_path_that_never_changes() {
+    // `zk-recipes observe PATH | head -1`, `zk-recipes members --watch PATH | head -1`: the
+    // reader goes after the first line, and PATH never changes again.
+    let test = Test::new("head-quiet").await;
+    let root = test.root.as_str();
+    for args in [&["observe", root][..], &["members", "--watch", root]] {
+        let mut command = test.command(args);
+        let (mut watching, stdout, first) = first_line(&mut command).await;
+        assert!(first.ends_with('\n'), "{args:?}: {first:?}");
+        drop(stdout);
+
+        let status = exit_within(&mut watching, PROMPTLY).await;
+
+        assert_eq!(status.code(), Some(0), "{args:?}: {status}");
+    }
+    assert!(test.children().await.is_empty());
+}
+
+#[tokio::test]
+async fn observe_into_a_file_or_dev_null_goes_on_printing() {
+    // A file or /dev/null is never closed: watching for a closed stdout must not end it.
+    let test = Test::new("observe-file").await;
+    let file = test.scratch.file("out");
+    let out = std::fs::File::create(&file).expect("a file");
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .expect("/dev/null");
+    let mut into_file = start(test.command(&["observe", &test.root]).stdout(out));
+    let mut into_null = start(test.command(&["observe", &test.root]).stdout(null));
+    await_lines(&file, 1).await;
+
+    let (_session, _held) = test.hold_lock().await;
+    let lines = await_lines(&file, 2).await;
+
+    assert!(lines[1].contains("held by"), "{lines:?}");
+    assert!(
+        into_null.try_wait().expect("a look").is_none(),
+        "observe > /dev/null ended"
+    );
+    for observe in [&mut into_file, &mut into_null] {
+        signal(observe, Signal::SIGTERM);
+        assert_eq!(exit_within(observe, PATIENCE).await.code(), Some(0));
+    }
 }
