@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use zk_harness::history::{History, Section};
-use zk_harness::{await_empty, bounded, observer, unique_root, Ensemble, Proxy, PATIENCE};
+use zk_harness::{await_empty, observer, unique_root, Ensemble, Proxy, PATIENCE};
 
 /// The replicas' session timeout, in ms: a killed replica is noticed once it expired.
 const SESSION_TIMEOUT_MS: u64 = 2000;
@@ -171,31 +171,6 @@ fn intervals(log: &[Line]) -> Vec<Interval> {
     done
 }
 
-/// Waits until the replicas `ids` work on every partition, each on at least one, and
-/// `fresh` (if any: a replica and an instant) only on partitions it began after that
-/// instant; fails if it takes longer than `within`.
-async fn await_worked(
-    log: &mut Log,
-    ids: &[&str],
-    fresh: Option<(&str, u64)>,
-    within: Duration,
-    what: &str,
-) {
-    let all: BTreeSet<u32> = (0..PARTITIONS).collect();
-    let done = |log: &Vec<Line>| {
-        let open: Vec<Interval> = intervals(log)
-            .into_iter()
-            .filter(|i| i.exit.is_none() && ids.contains(&i.id.as_str()))
-            .collect();
-        let stale = |i: &Interval| fresh.is_some_and(|(id, since)| i.id == id && i.enter < since);
-        open.iter().map(|i| i.partition).collect::<BTreeSet<_>>() == all
-            && ids.iter().all(|id| open.iter().any(|i| i.id == *id))
-            && !open.iter().any(stale)
-    };
-    let waited = bounded(what, within, log.wait_for(done)).await;
-    waited.expect("the replicas' output");
-}
-
 /// The id of the replica whose latest role line says MASTER.
 fn master(log: &[Line]) -> Option<String> {
     let mut roles: BTreeMap<&str, bool> = BTreeMap::new();
@@ -214,46 +189,116 @@ struct Pause {
     cont: u64,
 }
 
-/// The overlapping pairs of intervals of one partition worked on by two replicas.
-///
-/// A paused process does nothing: a replica SIGSTOPped while working, whose interval is
-/// ended after the SIGCONT by the replica noticing that its lock was lost (the example
-/// looks at it, read from the clock, before every unit of work), worked until the SIGSTOP.
-/// A replica killed works until the kill; one still working at the end, until the end.
-fn overlaps(log: &[Line], pauses: &[Pause], kills: &BTreeMap<String, u64>) -> Vec<String> {
-    let (anchor, anchor_ms) = (Instant::now(), now_ms());
-    let instant = |ms: u64| anchor - Duration::from_millis(anchor_ms.saturating_sub(ms));
-    let history = History::new();
-    for interval in intervals(log) {
-        let mut exit = interval.exit.unwrap_or(anchor_ms);
-        if let Some(&killed) = kills.get(&interval.id) {
-            exit = exit.min(killed);
+/// The replicas' output and the faults done to them so far.
+struct Run {
+    log: Log,
+    pauses: Vec<Pause>,
+    /// When each SIGKILLed replica was killed.
+    kills: BTreeMap<String, u64>,
+}
+
+impl Run {
+    /// Waits until the replicas `ids` work on every partition, each on at least one, and
+    /// `fresh` (if any: a replica and an instant) only on partitions it began after that
+    /// instant; fails, with the overlaps so far, if it takes longer than `within`.
+    async fn await_worked(
+        &mut self,
+        ids: &[&str],
+        fresh: Option<(&str, u64)>,
+        within: Duration,
+        what: &str,
+    ) {
+        let all: BTreeSet<u32> = (0..PARTITIONS).collect();
+        let done = |log: &Vec<Line>| {
+            let open: Vec<Interval> = intervals(log)
+                .into_iter()
+                .filter(|i| i.exit.is_none() && ids.contains(&i.id.as_str()))
+                .collect();
+            let stale =
+                |i: &Interval| fresh.is_some_and(|(id, since)| i.id == id && i.enter < since);
+            open.iter().map(|i| i.partition).collect::<BTreeSet<_>>() == all
+                && ids.iter().all(|id| open.iter().any(|i| i.id == *id))
+                && !open.iter().any(stale)
+        };
+        if tokio::time::timeout(within, self.log.wait_for(done))
+            .await
+            .is_err()
+        {
+            let overlapping = self.overlaps();
+            panic!(
+                "{what}: not within {within:?}; {} overlaps so far: {overlapping:#?}",
+                overlapping.len()
+            );
         }
-        for pause in pauses.iter().filter(|p| p.id == interval.id) {
-            let across = interval.enter <= pause.stop && exit >= pause.cont;
-            if across && interval.exit.is_some() && interval.lock_lost {
-                exit = pause.stop;
-            }
-        }
-        history.record(Section {
-            who: interval.id.clone(),
-            token: 0,
-            node: interval.partition.to_string(),
-            enter: instant(interval.enter),
-            exit: instant(exit),
-            trusted: true,
-            told: Some(instant(exit)),
-        });
     }
-    let same_partition = |a: &Section, b: &Section| a.node == b.node && a.who != b.who;
-    history
-        .trusted_overlaps_where(same_partition)
-        .iter()
-        .map(|(a, b)| {
-            let ms = (a.exit.min(b.exit) - b.enter).as_millis();
-            format!("partition {}: {} and {} for {ms} ms", a.node, a.who, b.who)
-        })
-        .collect()
+
+    /// The overlapping pairs of intervals of one partition worked on by two replicas.
+    ///
+    /// A paused process does nothing: a replica SIGSTOPped while working, whose interval
+    /// is ended after the SIGCONT by the replica noticing that its lock was lost (the
+    /// example looks at it, read from the clock, before every unit of work), worked until
+    /// the SIGSTOP. A replica killed works until the kill; one still working, until now.
+    fn overlaps(&self) -> Vec<String> {
+        let (anchor, anchor_ms) = (Instant::now(), now_ms());
+        let instant = |ms: u64| anchor - Duration::from_millis(anchor_ms.saturating_sub(ms));
+        let history = History::new();
+        for interval in intervals(&self.log.borrow()) {
+            let mut exit = interval.exit.unwrap_or(anchor_ms);
+            if let Some(&killed) = self.kills.get(&interval.id) {
+                exit = exit.min(killed);
+            }
+            for pause in self.pauses.iter().filter(|p| p.id == interval.id) {
+                let across = interval.enter <= pause.stop && exit >= pause.cont;
+                if across && interval.exit.is_some() && interval.lock_lost {
+                    exit = pause.stop;
+                }
+            }
+            history.record(Section {
+                who: interval.id.clone(),
+                token: 0,
+                node: interval.partition.to_string(),
+                enter: instant(interval.enter),
+                exit: instant(exit),
+                trusted: true,
+                told: Some(instant(exit)),
+            });
+        }
+        let same_partition = |a: &Section, b: &Section| a.node == b.node && a.who != b.who;
+        history
+            .trusted_overlaps_where(same_partition)
+            .iter()
+            .map(|(a, b)| {
+                let ms = (a.exit.min(b.exit) - b.enter).as_millis();
+                format!("partition {}: {} and {} for {ms} ms", a.node, a.who, b.who)
+            })
+            .collect()
+    }
+
+    /// SIGSTOPs replica `id` until the others work on every partition, then resumes it
+    /// and waits until all of `ids` work again, `id` on partitions it took since.
+    async fn pause_past_session(
+        &mut self,
+        replicas: &BTreeMap<&str, Child>,
+        id: &str,
+        ids: &[&str],
+    ) {
+        let others: Vec<&str> = ids.iter().copied().filter(|o| *o != id).collect();
+        let stop = now_ms();
+        signal(&replicas[id], libc::SIGSTOP);
+        let what = format!("{id} stopped: the others work");
+        self.await_worked(&others, None, RECOVERY, &what).await;
+        let cont = now_ms();
+        signal(&replicas[id], libc::SIGCONT);
+        let id = id.to_owned();
+        self.pauses.push(Pause {
+            id: id.clone(),
+            stop,
+            cont,
+        });
+        let what = format!("{id} resumed: all work");
+        self.await_worked(ids, Some((&id, cont)), PATIENCE, &what)
+            .await;
+    }
 }
 
 /// Sends `signal` to `child`.
@@ -263,35 +308,16 @@ fn signal(child: &Child, signal: i32) {
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
 }
 
-/// SIGSTOPs replica `id` until the others work on every partition, then resumes it and
-/// waits until all of `ids` work again; returns the pause.
-async fn pause_past_session(
-    replicas: &BTreeMap<&str, Child>,
-    log: &mut Log,
-    id: &str,
-    ids: &[&str],
-) -> Pause {
-    let others: Vec<&str> = ids.iter().copied().filter(|o| *o != id).collect();
-    let stop = now_ms();
-    signal(&replicas[id], libc::SIGSTOP);
-    let what = format!("{id} stopped: the others work");
-    await_worked(log, &others, None, RECOVERY, &what).await;
-    let cont = now_ms();
-    signal(&replicas[id], libc::SIGCONT);
-    let what = format!("{id} resumed: all work");
-    await_worked(log, ids, Some((id, cont)), PATIENCE, &what).await;
-    Pause {
-        id: id.to_owned(),
-        stop,
-        cont,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
     let zk = Ensemble::shared(1).await;
     let root = unique_root("master-follower");
-    let (log_tx, mut log) = watch::channel(Vec::new());
+    let (log_tx, log) = watch::channel(Vec::new());
+    let mut run = Run {
+        log,
+        pauses: Vec::new(),
+        kills: BTreeMap::new(),
+    };
     let ids = ["r1", "r2", "r3"];
     let mut proxies = BTreeMap::new();
     let mut replicas = BTreeMap::new();
@@ -300,26 +326,31 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
         replicas.insert(id, replica(&proxy, &root, id, &log_tx));
         proxies.insert(id, proxy);
     }
-    await_worked(&mut log, &ids, None, PATIENCE, "all three work").await;
-    let first_master = master(&log.borrow()).expect("one master");
+    run.await_worked(&ids, None, PATIENCE, "all three work")
+        .await;
+    let first_master = master(&run.log.borrow()).expect("one master");
     let follower = *ids.iter().find(|id| **id != first_master).unwrap();
 
     // (a) A follower's connection frozen past its session: it stops on its own, the
     // others take its partitions once its session expired; thawed, it works again.
     proxies[follower].freeze();
     let others: Vec<&str> = ids.iter().copied().filter(|id| *id != follower).collect();
-    await_worked(&mut log, &others, None, RECOVERY, "frozen: the others work").await;
+    run.await_worked(&others, None, RECOVERY, "frozen: the others work")
+        .await;
     let thawed = (follower, now_ms());
     proxies[follower].restore();
-    await_worked(&mut log, &ids, Some(thawed), PATIENCE, "thawed: all work").await;
+    run.await_worked(&ids, Some(thawed), PATIENCE, "thawed: all work")
+        .await;
 
     // (b) A follower, then the master, SIGSTOPped past the session, then resumed.
-    let mut pauses = vec![pause_past_session(&replicas, &mut log, follower, &ids).await];
-    let paused_master = master(&log.borrow()).expect("one master");
-    pauses.push(pause_past_session(&replicas, &mut log, &paused_master, &ids).await);
+    run.pause_past_session(&replicas, follower, &ids).await;
+    let paused_master = master(&run.log.borrow()).expect("one master");
+    run.pause_past_session(&replicas, &paused_master, &ids)
+        .await;
     // The resumed master stopped being master before it published anything.
-    let after: Vec<Line> = (log.borrow().iter())
-        .filter(|l| l.id == paused_master && l.ms >= pauses[1].cont)
+    let resumed = run.pauses[1].cont;
+    let after: Vec<Line> = (run.log.borrow().iter())
+        .filter(|l| l.id == paused_master && l.ms >= resumed)
         .filter(|l| l.text.contains("published v") || l.text.starts_with("role: "))
         .cloned()
         .collect();
@@ -331,26 +362,15 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
     );
 
     // (c) The master SIGKILLed: the others take its partitions once its session expired.
-    let killed = bounded("a master", PATIENCE, async {
-        loop {
-            if let Some(m) = master(&log.borrow_and_update()) {
-                break m;
-            }
-            log.changed().await.unwrap();
-        }
-    })
-    .await;
-    let mut kills = BTreeMap::new();
-    kills.insert(killed.clone(), now_ms());
-    replicas
-        .get_mut(killed.as_str())
-        .unwrap()
-        .start_kill()
-        .unwrap();
+    let killed = master(&run.log.borrow()).expect("one master");
+    run.kills.insert(killed.clone(), now_ms());
+    let replica = replicas.get_mut(killed.as_str()).unwrap();
+    replica.start_kill().unwrap();
     let left: Vec<&str> = ids.iter().copied().filter(|id| *id != killed).collect();
-    await_worked(&mut log, &left, None, RECOVERY, "killed: the others work").await;
+    run.await_worked(&left, None, RECOVERY, "killed: the others work")
+        .await;
 
-    let overlapping = overlaps(&log.borrow(), &pauses, &kills);
+    let overlapping = run.overlaps();
     assert!(
         overlapping.is_empty(),
         "{} overlaps: {overlapping:#?}",
@@ -358,7 +378,7 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
     );
 
     // Every assignment names each partition once.
-    for line in log.borrow().iter() {
+    for line in run.log.borrow().iter() {
         let published = line.text.strip_prefix("published v");
         let Some((_, text)) = published.and_then(|rest| rest.split_once(": term=")) else {
             continue;
@@ -377,7 +397,7 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
         let since = now_ms();
         signal(&replica, libc::SIGTERM);
         let status = tokio::time::timeout(PATIENCE, replica.wait()).await;
-        let said: Vec<Line> = (log.borrow().iter())
+        let said: Vec<Line> = (run.log.borrow().iter())
             .filter(|l| l.id == id && l.ms >= since)
             .cloned()
             .collect();
