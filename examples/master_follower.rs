@@ -18,29 +18,37 @@
 //! # Why a replica also locks each partition it works on
 //!
 //! An assignment is only news: by the time a replica reads it, the master may have dealt
-//! its partitions to others (its session expired while its process was paused, or its
-//! connection was frozen). A group membership cannot tell the replica "the servers still
-//! keep my session": nothing it holds can be fenced or read from the clock. So a replica
-//! works on partition `p` only while it holds the lock `<root>/partitions/<p>` (a
-//! [`KeyedMutex`]), and stops at once when the lock can no longer be trusted:
+//! its partitions to others (its session expired while its process was paused, or while
+//! its connection was frozen). A group membership cannot tell the replica "the servers
+//! still keep my session": it is not a hold, nothing about it is fenced or read from the
+//! clock. A lock is. So a replica works on partition `p` only while it holds the lock
+//! `<root>/partitions/<p>` (a [`KeyedMutex`]), and stops when:
 //!
-//! * the connection is suspended, the session expired or was closed (`lost()` resolves);
-//! * the servers have not confirmed the session for a session timeout (`Loss::Lapsed`),
-//!   read from the clock: a process that wakes from a pause longer than its session looks
-//!   at `is_lost()` before each unit of work and stops before doing any;
-//! * its membership is gone (`Presence::Absent` or `Taken`), or the assignment moves the
-//!   partition elsewhere.
+//! * the lock can no longer be trusted (`lost()` resolves): the connection was suspended,
+//!   the session expired or was closed, or the servers have not confirmed the session for
+//!   a session timeout (`Loss::Lapsed`, read from the clock: a process that wakes from a
+//!   pause longer than its session finds `is_lost()` true, and it looks before every unit
+//!   of work);
+//! * its membership is gone (`Presence::Absent` or `Taken`: the master deals its
+//!   partitions to others);
+//! * the assignment gives the partition to someone else.
 //!
-//! The lock is what makes two replicas never work one partition at once: its node lives
-//! as long as the session, so the next owner gets it only once this replica released it or
-//! its session ended — and this replica stops *before* its session can end on the servers
-//! (suspension comes first; the lapse is counted from the sending of the last request the
-//! servers answered, which is no later than their own count starts). The assignment says
-//! who should work on what; the lock says who may, and its fencing token lets the resource
-//! the partition writes to refuse a stale worker.
+//! Why a lock per partition rather than one hold per replica: the lock's node lives as long
+//! as the session, so the next owner gets the partition only once this replica released it
+//! or its session ended, whatever assignment each of them read, and however stale. This
+//! replica stops *before* its session can end on the servers: a suspension comes first,
+//! and the lapse is counted from the sending of the last request the servers answered,
+//! which is no later than their own count starts. The assignment says who should work on
+//! what; the lock says who may. Its fencing token is for the resource the work writes to:
+//! a unit of work already under way when the process was paused goes on when it wakes,
+//! and only the resource, refusing a token older than one it has seen, can stop it.
 //!
-//! The master stops dealing as soon as its leadership is lost, and a resumed master finds
-//! its leadership lost (read from the clock) before it publishes anything.
+//! The master stops dealing as soon as its leadership is lost; a resumed master finds it
+//! lost (read from the clock) before it deals again, and its writes are fenced anyway.
+//!
+//! Each replica prints `working on partition <p> (token <t>)` when it begins and
+//! `stopped working on partition <p>: <why>` when it ends (`tests/master_follower.rs` checks
+//! from those lines that no two replicas ever work one partition at once).
 
 mod common;
 
@@ -131,22 +139,19 @@ async fn lead(
     loop {
         let leadership = candidate.leadership().await?;
         say(id, &format!("role: MASTER (term {:#x})", leadership.term()));
-        let loss = tokio::select! {
-            // `biased`: a leadership found lost (after a pause, read from the clock) wins
-            // over any dealing that is ready at the same time.
+        tokio::select! {
+            // `biased`: a leadership found lost wins over dealing that is ready at once.
             biased;
-            loss = leadership.lost() => loss,
-            result = deal(session, id, &leadership, group, assignment, partitions) => {
-                result?;
-                continue;
-            }
-        };
+            _ = leadership.lost() => {}
+            result = deal(session, id, &leadership, group, assignment, partitions) => result?,
+        }
+        let loss = leadership.lost().await;
         say(id, &format!("role: follower (leadership lost: {loss:?})"));
     }
 }
 
 /// Publishes an assignment of the partitions to the live members, and again on every
-/// change of the members; returns only on an error.
+/// change of the members; returns once it finds the leadership lost.
 async fn deal(
     session: &Session,
     id: &str,
@@ -157,6 +162,11 @@ async fn deal(
 ) -> Result<(), BoxError> {
     let mut members = group.watch_members().await?;
     loop {
+        // Look before each deal: after a pause past the session, `is_lost()` (read from
+        // the clock) is true before any reply could say so. The write is fenced anyway.
+        if leadership.is_lost() {
+            return Ok(());
+        }
         let text = assign(leadership.term(), &members.borrow_and_update(), partitions);
         match publish(session, leadership, assignment, &text).await? {
             Some(version) => say(id, &format!("published v{version}: {text}")),
