@@ -332,7 +332,7 @@ async fn work_on(
         let why = tokio::select! {
             biased;
             loss = guard.lost() => format!("lock lost: {loss:?}"),
-            () = given_away(&mut mine, p) => "dealt elsewhere".to_owned(),
+            () = given_away(&mut mine, p) => "no longer mine".to_owned(),
             loss = work(&guard) => format!("lock lost: {loss:?}"),
         };
         say(&id, &format!("stopped working on partition {p}: {why}"));
