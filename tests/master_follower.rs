@@ -333,10 +333,26 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
 
     // (a) A follower's connection frozen past its session: it stops on its own, the
     // others take its partitions once its session expired; thawed, it works again.
+    let frozen = now_ms();
     proxies[follower].freeze();
     let others: Vec<&str> = ids.iter().copied().filter(|id| *id != follower).collect();
     run.await_worked(&others, None, RECOVERY, "frozen: the others work")
         .await;
+    // It stopped before the master dealt its partitions to the others.
+    let log = run.log.borrow().clone();
+    let redealt = (log.iter())
+        .filter(|l| l.ms >= frozen && l.text.starts_with("published v"))
+        .find(|l| !l.text.contains(&format!(" {follower}:")))
+        .expect("a deal without the frozen follower")
+        .ms;
+    let late: Vec<Interval> = (intervals(&log).into_iter())
+        .filter(|i| i.id == follower && i.enter <= frozen)
+        .filter(|i| i.exit.is_none_or(|exit| exit > redealt))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "worked on after the deal at {redealt}: {late:#?}"
+    );
     let thawed = (follower, now_ms());
     proxies[follower].restore();
     run.await_worked(&ids, Some(thawed), PATIENCE, "thawed: all work")
