@@ -250,6 +250,7 @@ async fn follow(
             let present = *presence.borrow_and_update() == Presence::Present;
             let part = if present { part_of(&text, id) } else { None };
             let new = partitions_in(part.as_deref());
+            // The workers hear of it only when the set changes.
             if mine.send_if_modified(|mine| std::mem::replace(mine, new.clone()) != new) {
                 let shown = part.as_deref().unwrap_or("-");
                 let why = if present { "" } else { " (not a member now)" };
@@ -260,7 +261,9 @@ async fn follow(
             }
             tokio::select! {
                 _ = &mut changed => break,
-                seen = presence.changed() => seen?,
+                // The membership ends only once its id was taken (or it failed): this
+                // replica works on nothing from then on; it exits, to be started again.
+                seen = presence.changed() => seen.map_err(|_| "the membership ended")?,
             }
         }
     }
