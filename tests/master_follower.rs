@@ -1,21 +1,32 @@
-//! `examples/master_follower.rs` run as real processes against a real ZooKeeper server:
-//! the assignment follows the live members when a follower and then the master are
-//! SIGKILLed, and no assignment gives one partition to two members.
+//! `examples/master_follower.rs` run as real processes against a real ZooKeeper server.
+//!
+//! Each replica prints when it starts and stops working on a partition; the test turns
+//! those lines into intervals and, with the history checker, counts the instants at which
+//! two replicas worked on one partition. It must be none — while a follower's connection
+//! is frozen past its session, while a follower and then the master are SIGSTOPped past
+//! their session and then resumed, and when the master is SIGKILLed — and after each fault
+//! every partition must be worked on again within a session timeout and a few round trips.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
-use zk_harness::{await_empty, await_watch, bounded, observer, unique_root, Ensemble, PATIENCE};
+use zk_harness::history::{History, Section};
+use zk_harness::{await_empty, observer, unique_root, Ensemble, Proxy, PATIENCE};
 
 /// The replicas' session timeout, in ms: a killed replica is noticed once it expired.
 const SESSION_TIMEOUT_MS: u64 = 2000;
 const PARTITIONS: u32 = 6;
+
+/// How long after a fault every partition must be worked on again: the session timeout
+/// (the servers' expiry, rounded up to their 200 ms tick), then the notification, the new
+/// assignment and the lock, a few round trips each, on a machine shared with other work.
+const RECOVERY: Duration = Duration::from_millis(SESSION_TIMEOUT_MS + 2000);
 
 /// The example's binary, built once per test binary (with the features of the tests).
 fn example() -> &'static PathBuf {
@@ -40,11 +51,26 @@ fn example() -> &'static PathBuf {
     })
 }
 
-/// A replica, its output lines appended to `log` as `(id, line)`.
-fn replica(hosts: &str, root: &str, id: &str, log: &watch::Sender<Vec<(String, String)>>) -> Child {
+/// A line a replica printed: who, when (its own clock, ms since the epoch), what.
+#[derive(Clone, Debug)]
+struct Line {
+    id: String,
+    ms: u64,
+    text: String,
+}
+
+type Log = watch::Receiver<Vec<Line>>;
+
+fn now_ms() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    u64::try_from(since.as_millis()).unwrap()
+}
+
+/// A replica connected through `proxy`, its output lines appended to `log`.
+fn replica(proxy: &Proxy, root: &str, id: &str, log: &watch::Sender<Vec<Line>>) -> Child {
     let mut child = Command::new(example())
         .args([id, &PARTITIONS.to_string(), &SESSION_TIMEOUT_MS.to_string()])
-        .env("ZK_HOSTS", hosts)
+        .env("ZK_HOSTS", proxy.address())
         .env("DEMO_ROOT", root)
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -54,147 +80,354 @@ fn replica(hosts: &str, root: &str, id: &str, log: &watch::Sender<Vec<(String, S
     let (log, id) = (log.clone(), id.to_owned());
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
-            log.send_modify(|log| log.push((id.clone(), line)));
+            let (ms, text) = line.split_once(' ').expect("<ms> [id] text");
+            let text = text.split_once("] ").map_or(text, |(_, text)| text);
+            let line = Line {
+                id: id.clone(),
+                ms: ms.parse().expect("ms"),
+                text: text.to_owned(),
+            };
+            log.send_modify(|log| log.push(line));
         }
     });
     child
 }
 
-/// An assignment as published: version, and member → partitions.
-type Assignment = (i32, BTreeMap<String, Vec<u32>>);
-
-/// The assignments published so far, in the order printed.
-fn published(log: &[(String, String)]) -> Vec<Assignment> {
-    log.iter()
-        .filter_map(|(_, line)| line.split_once("published v"))
-        .map(|(_, rest)| {
-            let (version, text) = rest.split_once(": ").expect("v<version>: <assignment>");
-            let owners = text
-                .split_whitespace()
-                .filter_map(|entry| entry.split_once(':'))
-                .map(|(id, part)| {
-                    let part = part.split(',').filter(|p| !p.is_empty());
-                    (
-                        id.to_owned(),
-                        part.map(|p| p.parse().expect("a partition")).collect(),
-                    )
-                })
-                .collect();
-            (version.parse().expect("a version"), owners)
-        })
-        .collect()
+/// What a line says about the work on partitions.
+enum Work {
+    Started(u32),
+    /// Stopped, and whether because its lock was lost (noticed by the replica itself).
+    Stopped(u32, bool),
+    /// The whole set it works on now (how the example before issue 33 said it).
+    Set(BTreeSet<u32>),
 }
 
-/// Waits until an assignment to exactly `members` is published; returns its publisher.
-async fn await_assignment(
-    log: &mut watch::Receiver<Vec<(String, String)>>,
-    members: &[&str],
-    within: Duration,
-) -> String {
-    let wanted: BTreeSet<&str> = members.iter().copied().collect();
-    let is_wanted = |(_, owners): &Assignment| {
-        owners.keys().map(String::as_str).collect::<BTreeSet<_>>() == wanted
-    };
-    bounded(
-        &format!("an assignment to {members:?}"),
-        within,
-        log.wait_for(|log| published(log).iter().any(is_wanted)),
-    )
-    .await
-    .expect("the replicas' output");
-    let log = log.borrow();
-    let (_, line) = log
-        .iter()
-        .find(|(_, line)| {
-            line.contains("published v")
-                && published(&[(String::new(), line.clone())])
-                    .iter()
-                    .any(is_wanted)
-        })
-        .expect("the line");
-    line.split_once("] ")
-        .and_then(|(head, _)| head.rsplit_once('['))
-        .map(|(_, id)| id.to_owned())
-        .expect("[id]")
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn the_assignment_follows_the_live_members_and_never_gives_a_partition_twice() {
-    let zk = Ensemble::shared(1).await;
-    let (hosts, root) = (zk.connect_string(), unique_root("master-follower"));
-    let (log_tx, mut log) = watch::channel(Vec::new());
-    let mut replicas: BTreeMap<&str, Child> = ["r1", "r2", "r3"]
-        .into_iter()
-        .map(|id| (id, replica(&hosts, &root, id, &log_tx)))
-        .collect();
-    let master = await_assignment(&mut log, &["r1", "r2", "r3"], PATIENCE).await;
-
-    // Kill a follower: the master deals its partitions to the others once it expired.
-    let within = Duration::from_millis(SESSION_TIMEOUT_MS * 3);
-    let follower = *replicas
-        .keys()
-        .find(|id| **id != master)
-        .expect("a follower");
-    replicas.get_mut(follower).unwrap().start_kill().unwrap();
-    let left: Vec<&str> = replicas
-        .keys()
-        .copied()
-        .filter(|id| *id != follower)
-        .collect();
-    assert_eq!(await_assignment(&mut log, &left, within).await, master);
-
-    // Kill the master: the last replica leads and takes every partition.
-    replicas
-        .get_mut(master.as_str())
-        .unwrap()
-        .start_kill()
-        .unwrap();
-    let last = *left.iter().find(|id| **id != master).expect("the last");
-    assert_eq!(await_assignment(&mut log, &[last], within).await, last);
-    await_watch("the last works on all", &mut log, |log| {
-        log.iter()
-            .any(|(id, line)| id == last && line.contains("working on partitions 0,1,2,3,4,5"))
-    })
-    .await;
-
-    // Every assignment names each partition once; replicas claim disjoint parts of each.
-    let log_now = log.borrow().clone();
-    for (version, owners) in published(&log_now) {
-        let mut dealt: Vec<u32> = owners.values().flatten().copied().collect();
-        dealt.sort_unstable();
-        assert_eq!(
-            dealt,
-            (0..PARTITIONS).collect::<Vec<_>>(),
-            "v{version}: {owners:?}"
-        );
+fn work(text: &str) -> Option<Work> {
+    let number = |s: &str| s.split([' ', ':']).next().and_then(|p| p.parse().ok());
+    if let Some(rest) = text.strip_prefix("working on partition ") {
+        return number(rest).map(Work::Started);
     }
-    let mut claims: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for (_, line) in &log_now {
-        let Some((_, rest)) = line.split_once("my partitions: ") else {
-            continue;
+    if let Some(rest) = text.strip_prefix("stopped working on partition ") {
+        let lock_lost = rest.contains(": lock lost");
+        return number(rest).map(|p| Work::Stopped(p, lock_lost));
+    }
+    let set = text
+        .strip_prefix("working on partitions ")?
+        .strip_suffix(" only")?;
+    Some(Work::Set(
+        set.split(',').filter_map(|p| p.parse().ok()).collect(),
+    ))
+}
+
+/// A stretch of time in which a replica worked on a partition.
+#[derive(Clone, Debug)]
+struct Interval {
+    id: String,
+    partition: u32,
+    enter: u64,
+    /// `None`: still working (at the end of the log).
+    exit: Option<u64>,
+    /// Ended by the replica noticing that its lock was lost.
+    lock_lost: bool,
+}
+
+/// Every replica's intervals of work, in the order their lines were printed.
+fn intervals(log: &[Line]) -> Vec<Interval> {
+    let mut done = Vec::new();
+    let mut open: BTreeMap<(String, u32), Interval> = BTreeMap::new();
+    let mut sets: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    for line in log {
+        let (started, stopped, lock_lost) = match work(&line.text) {
+            None => continue,
+            Some(Work::Started(p)) => (vec![p], vec![], false),
+            Some(Work::Stopped(p, lock_lost)) => (vec![], vec![p], lock_lost),
+            Some(Work::Set(now)) => {
+                let before = sets
+                    .insert(line.id.clone(), now.clone())
+                    .unwrap_or_default();
+                let started = now.difference(&before).copied().collect();
+                (started, before.difference(&now).copied().collect(), false)
+            }
         };
-        let (part, version) = rest.split_once(" (v").expect("(v<version>");
-        let version = version.split(':').next().expect("a version").to_owned();
-        let part = part.split(',').filter_map(|p| p.parse::<u32>().ok());
-        let claimed = claims.entry(version.clone()).or_default();
-        for p in part {
-            assert!(
-                !claimed.contains(&p),
-                "partition {p} claimed twice in v{version}"
+        for p in stopped {
+            if let Some(mut interval) = open.remove(&(line.id.clone(), p)) {
+                interval.exit = Some(line.ms);
+                interval.lock_lost = lock_lost;
+                done.push(interval);
+            }
+        }
+        for partition in started {
+            let interval = Interval {
+                id: line.id.clone(),
+                partition,
+                enter: line.ms,
+                exit: None,
+                lock_lost: false,
+            };
+            open.insert((line.id.clone(), partition), interval);
+        }
+    }
+    done.extend(open.into_values());
+    done
+}
+
+/// The id of the replica whose latest role line says MASTER.
+fn master(log: &[Line]) -> Option<String> {
+    let mut roles: BTreeMap<&str, bool> = BTreeMap::new();
+    for line in log.iter().filter(|l| l.text.starts_with("role: ")) {
+        roles.insert(&line.id, line.text.contains("MASTER"));
+    }
+    let mut masters = roles.into_iter().filter(|(_, m)| *m);
+    let (id, _) = masters.next()?;
+    masters.next().is_none().then(|| id.to_owned())
+}
+
+/// A pause of a replica by SIGSTOP, from the signal to the SIGCONT (ms, one clock).
+struct Pause {
+    id: String,
+    stop: u64,
+    cont: u64,
+}
+
+/// The replicas' output and the faults done to them so far.
+struct Run {
+    log: Log,
+    pauses: Vec<Pause>,
+    /// When each SIGKILLed replica was killed.
+    kills: BTreeMap<String, u64>,
+}
+
+impl Run {
+    /// Waits until the replicas `ids` work on every partition, each on at least one, and
+    /// `fresh` (if any: a replica and an instant) only on partitions it began after that
+    /// instant; fails, with the overlaps so far, if it takes longer than `within`.
+    async fn await_worked(
+        &mut self,
+        ids: &[&str],
+        fresh: Option<(&str, u64)>,
+        within: Duration,
+        what: &str,
+    ) {
+        let all: BTreeSet<u32> = (0..PARTITIONS).collect();
+        let done = |log: &Vec<Line>| {
+            let open: Vec<Interval> = intervals(log)
+                .into_iter()
+                .filter(|i| i.exit.is_none() && ids.contains(&i.id.as_str()))
+                .collect();
+            let stale =
+                |i: &Interval| fresh.is_some_and(|(id, since)| i.id == id && i.enter < since);
+            open.iter().map(|i| i.partition).collect::<BTreeSet<_>>() == all
+                && ids.iter().all(|id| open.iter().any(|i| i.id == *id))
+                && !open.iter().any(stale)
+        };
+        if tokio::time::timeout(within, self.log.wait_for(done))
+            .await
+            .is_err()
+        {
+            let overlapping = self.overlaps();
+            panic!(
+                "{what}: not within {within:?}; {} overlaps so far: {overlapping:#?}",
+                overlapping.len()
             );
-            claimed.push(p);
         }
     }
 
-    let mut last_replica = replicas.remove(last).unwrap();
-    let pid = i32::try_from(last_replica.id().unwrap()).unwrap();
+    /// The overlapping pairs of intervals of one partition worked on by two replicas.
+    ///
+    /// A paused process does nothing: a replica SIGSTOPped while working, whose interval
+    /// is ended after the SIGCONT by the replica noticing that its lock was lost (the
+    /// example looks at it, read from the clock, before every unit of work), worked until
+    /// the SIGSTOP. A replica killed works until the kill; one still working, until now.
+    fn overlaps(&self) -> Vec<String> {
+        let (anchor, anchor_ms) = (Instant::now(), now_ms());
+        let instant = |ms: u64| anchor - Duration::from_millis(anchor_ms.saturating_sub(ms));
+        let history = History::new();
+        for interval in intervals(&self.log.borrow()) {
+            let mut exit = interval.exit.unwrap_or(anchor_ms);
+            if let Some(&killed) = self.kills.get(&interval.id) {
+                exit = exit.min(killed);
+            }
+            for pause in self.pauses.iter().filter(|p| p.id == interval.id) {
+                let across = interval.enter <= pause.stop && exit >= pause.cont;
+                if across && interval.exit.is_some() && interval.lock_lost {
+                    exit = pause.stop;
+                }
+            }
+            history.record(Section {
+                who: interval.id.clone(),
+                token: 0,
+                node: interval.partition.to_string(),
+                enter: instant(interval.enter),
+                exit: instant(exit),
+                trusted: true,
+                told: Some(instant(exit)),
+            });
+        }
+        let same_partition = |a: &Section, b: &Section| a.node == b.node && a.who != b.who;
+        history
+            .trusted_overlaps_where(same_partition)
+            .iter()
+            .map(|(a, b)| {
+                let ms = (a.exit.min(b.exit) - b.enter).as_millis();
+                format!("partition {}: {} and {} for {ms} ms", a.node, a.who, b.who)
+            })
+            .collect()
+    }
+
+    /// SIGSTOPs replica `id` until the others work on every partition, then resumes it
+    /// and waits until all of `ids` work again, `id` on partitions it took since.
+    async fn pause_past_session(
+        &mut self,
+        replicas: &BTreeMap<&str, Child>,
+        id: &str,
+        ids: &[&str],
+    ) {
+        let others: Vec<&str> = ids.iter().copied().filter(|o| *o != id).collect();
+        let stop = now_ms();
+        signal(&replicas[id], libc::SIGSTOP);
+        let what = format!("{id} stopped: the others work");
+        self.await_worked(&others, None, RECOVERY, &what).await;
+        let cont = now_ms();
+        signal(&replicas[id], libc::SIGCONT);
+        let id = id.to_owned();
+        self.pauses.push(Pause {
+            id: id.clone(),
+            stop,
+            cont,
+        });
+        let what = format!("{id} resumed: all work");
+        self.await_worked(ids, Some((&id, cont)), PATIENCE, &what)
+            .await;
+    }
+}
+
+/// Sends `signal` to `child`.
+fn signal(child: &Child, signal: i32) {
+    let pid = i32::try_from(child.id().expect("running")).unwrap();
     // SAFETY: a signal to our own child, which has not been waited for.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let status = bounded("the last replica to exit", PATIENCE, last_replica.wait()).await;
-    assert!(status.unwrap().success());
-    let client = observer(&hosts).await;
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("master-follower");
+    let (log_tx, log) = watch::channel(Vec::new());
+    let mut run = Run {
+        log,
+        pauses: Vec::new(),
+        kills: BTreeMap::new(),
+    };
+    let ids = ["r1", "r2", "r3"];
+    let mut proxies = BTreeMap::new();
+    let mut replicas = BTreeMap::new();
+    for id in ids {
+        let proxy = zk.proxy(0).await;
+        replicas.insert(id, replica(&proxy, &root, id, &log_tx));
+        proxies.insert(id, proxy);
+    }
+    run.await_worked(&ids, None, PATIENCE, "all three work")
+        .await;
+    let first_master = master(&run.log.borrow()).expect("one master");
+    let follower = *ids.iter().find(|id| **id != first_master).unwrap();
+
+    // (a) A follower's connection frozen past its session: it stops on its own, the
+    // others take its partitions once its session expired; thawed, it works again.
+    let frozen = now_ms();
+    proxies[follower].freeze();
+    let others: Vec<&str> = ids.iter().copied().filter(|id| *id != follower).collect();
+    run.await_worked(&others, None, RECOVERY, "frozen: the others work")
+        .await;
+    // It stopped before the master dealt its partitions to the others.
+    let log = run.log.borrow().clone();
+    let redealt = (log.iter())
+        .filter(|l| l.ms >= frozen && l.text.starts_with("published v"))
+        .find(|l| !l.text.contains(&format!(" {follower}:")))
+        .expect("a deal without the frozen follower")
+        .ms;
+    let late: Vec<Interval> = (intervals(&log).into_iter())
+        .filter(|i| i.id == follower && i.enter <= frozen)
+        .filter(|i| i.exit.is_none_or(|exit| exit > redealt))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "worked on after the deal at {redealt}: {late:#?}"
+    );
+    let thawed = (follower, now_ms());
+    proxies[follower].restore();
+    run.await_worked(&ids, Some(thawed), PATIENCE, "thawed: all work")
+        .await;
+
+    // (b) A follower, then the master, SIGSTOPped past the session, then resumed.
+    run.pause_past_session(&replicas, follower, &ids).await;
+    let paused_master = master(&run.log.borrow()).expect("one master");
+    run.pause_past_session(&replicas, &paused_master, &ids)
+        .await;
+    // The resumed master stopped being master before it published anything.
+    let resumed = run.pauses[1].cont;
+    let after: Vec<Line> = (run.log.borrow().iter())
+        .filter(|l| l.id == paused_master && l.ms >= resumed)
+        .filter(|l| l.text.contains("published v") || l.text.starts_with("role: "))
+        .cloned()
+        .collect();
+    assert!(
+        after
+            .first()
+            .is_some_and(|l| l.text.contains("leadership lost")),
+        "the resumed master's first word: {after:?}"
+    );
+
+    // (c) The master SIGKILLed: the others take its partitions once its session expired.
+    let killed = master(&run.log.borrow()).expect("one master");
+    run.kills.insert(killed.clone(), now_ms());
+    let replica = replicas.get_mut(killed.as_str()).unwrap();
+    replica.start_kill().unwrap();
+    let left: Vec<&str> = ids.iter().copied().filter(|id| *id != killed).collect();
+    run.await_worked(&left, None, RECOVERY, "killed: the others work")
+        .await;
+
+    let overlapping = run.overlaps();
+    assert!(
+        overlapping.is_empty(),
+        "{} overlaps: {overlapping:#?}",
+        overlapping.len()
+    );
+
+    // Every assignment names each partition once.
+    for line in run.log.borrow().iter() {
+        let published = line.text.strip_prefix("published v");
+        let Some((_, text)) = published.and_then(|rest| rest.split_once(": term=")) else {
+            continue;
+        };
+        let mut dealt: Vec<u32> = (text.split_whitespace())
+            .filter_map(|entry| entry.split_once(':'))
+            .flat_map(|(_, part)| part.split(',').filter_map(|p| p.parse().ok()))
+            .collect();
+        dealt.sort_unstable();
+        assert_eq!(dealt, (0..PARTITIONS).collect::<Vec<_>>(), "{line:?}");
+    }
+
+    // The rest leave cleanly, and leave nothing behind.
+    for id in left {
+        let mut replica = replicas.remove(id).unwrap();
+        let since = now_ms();
+        signal(&replica, libc::SIGTERM);
+        let status = tokio::time::timeout(PATIENCE, replica.wait()).await;
+        let said: Vec<Line> = (run.log.borrow().iter())
+            .filter(|l| l.id == id && l.ms >= since)
+            .cloned()
+            .collect();
+        assert!(
+            matches!(&status, Ok(Ok(exit)) if exit.success()),
+            "{id} after SIGTERM: {status:?}, said {said:#?}"
+        );
+    }
+    let client = observer(&zk.connect_string()).await;
     await_empty(&client, &format!("{root}/members")).await;
     await_empty(&client, &format!("{root}/election")).await;
+    for p in 0..PARTITIONS {
+        await_empty(&client, &format!("{root}/partitions/{p}")).await;
+    }
     client
         .delete(&format!("{root}/assignment"), None)
         .await
