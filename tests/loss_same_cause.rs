@@ -25,8 +25,12 @@ use zk_recipes::{
     Candidate, LeaderElection, Leadership, Lease, Loss, Mutex, MutexGuard, Semaphore, Session,
 };
 
-/// Session timeout of the holders' sessions.
+/// Session timeout of the stopped holder's session.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Session timeout of the holders' sessions in this process: long enough that a loaded
+/// machine does not lapse a session before the event.
+const LONGER_SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Tells the child process what to hold: `<hosts> <root>`.
 const CHILD: &str = "ZK_RECIPES_SAME_CAUSE_HOLDER";
@@ -215,8 +219,8 @@ async fn holds_on_a_frozen_connection_report_one_cause() {
         let proxy = ensemble.proxy(0).await;
         let root = unique_root("same-cause-frozen");
         let s = match tolerant {
-            false => session(&proxy.address(), SESSION_TIMEOUT).await,
-            true => tolerant_session(&proxy.address(), SESSION_TIMEOUT).await,
+            false => session(&proxy.address(), LONGER_SESSION_TIMEOUT).await,
+            true => tolerant_session(&proxy.address(), LONGER_SESSION_TIMEOUT).await,
         };
         let holds = Holds::take(&s, &root).await;
         let watching = holds.watch();
@@ -235,7 +239,7 @@ async fn holds_of_an_expired_session_report_one_cause() {
     let ensemble = Ensemble::shared(1).await;
     let hosts = ensemble.connect_string();
     let root = unique_root("same-cause-expired");
-    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let s = session(&hosts, LONGER_SESSION_TIMEOUT).await;
     let holds = Holds::take(&s, &root).await;
     let watching = holds.watch();
     expire_session(&hosts, live_client(&s).session()).await;

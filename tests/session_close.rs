@@ -5,6 +5,7 @@
 //! The leader's process is a thread with a runtime of its own, dropped as `main`'s would
 //! be when the close returns.
 
+use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -106,4 +107,32 @@ async fn a_closed_leaders_node_is_gone_when_close_returns() {
     candidate.resign().await.unwrap();
     await_empty(&admin, &root).await;
     next.close().await;
+}
+
+/// A close whose request cannot reach the servers (the connection is cut) still returns,
+/// once they have certainly expired the session (1.5 session timeouts), and the node is
+/// gone then; a second close returns at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_close_on_a_cut_connection_returns_once_the_session_is_gone() {
+    const SHORT: Duration = Duration::from_secs(2);
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("close-cut");
+    let admin = observer(&ensemble.connect_string()).await;
+    let s = session(&proxy.address(), SHORT).await;
+    let guard = zk_recipes::Mutex::new(&s, &root)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let node = guard.node().to_owned();
+    proxy.cut();
+    let closing = Instant::now();
+    bounded("the close returns", PATIENCE, s.close().into_future()).await;
+    let took = closing.elapsed();
+    assert!(took <= SHORT * 3 / 2 + PROMPTLY, "close took {took:?}");
+    bounded("the node is gone", PROMPTLY, deleted(&admin, &node)).await;
+    drop(guard);
+    bounded("a second close", PROMPTLY, s.close().into_future()).await;
+    await_empty(&admin, &root).await;
 }
