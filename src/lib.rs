@@ -76,5 +76,5 @@ pub use path::{check_name, check_path};
 pub use revoke::revoke;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Lease, Semaphore};
-pub use session::{CloseReason, Session, SessionBuilder, SessionEvent};
+pub use session::{CloseReason, Closing, Session, SessionBuilder, SessionEvent};
 pub use trust::Loss;

@@ -97,7 +97,9 @@ async fn each_key_excludes_its_holders_across_tasks_and_sessions() {
     for key in children(&admin, &root).await {
         await_empty(&admin, &format!("{root}/{key}")).await;
     }
-    sessions.iter().for_each(zk_recipes::Session::close);
+    for session in &sessions {
+        session.close().await;
+    }
 }
 
 /// A key that is not one valid path component is refused at once with `InvalidPath`

@@ -162,7 +162,9 @@ impl Sessions {
 
     pub fn close(self) {
         if let Sessions::Ours(all) = self {
-            all.iter().for_each(Session::close);
+            for session in &all {
+                session.close();
+            }
         }
     }
 }

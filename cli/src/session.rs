@@ -91,24 +91,12 @@ pub async fn run(command: &impl OnSession, signals: &mut Signals) -> u8 {
 /// Closes `session` and waits, at most [`CLOSE_WAIT`], until the servers have ended it.
 /// Everything made on it (guards, candidates) must be gone or released before.
 pub async fn close(session: Session) {
-    let states = session.client().map(|client| client.state_watcher());
-    session.close();
+    let closing = session.close();
     drop(session);
-    let Some(mut states) = states else {
-        return;
-    };
-    let closed = async {
-        let mut state = states.state();
-        while !state.is_terminated() {
-            state = states.changed().await;
-        }
-        state
-    };
-    match tokio::time::timeout(CLOSE_WAIT, closed)
+    let waited = tokio::time::timeout(CLOSE_WAIT, closing)
         .instrument(info_span!("zk.close"))
-        .await
-    {
-        Ok(state) => debug!(?state, "session ended"),
-        Err(_) => debug!("session not confirmed closed; the servers will expire it"),
+        .await;
+    if waited.is_err() {
+        debug!("session not confirmed closed; the servers will expire it");
     }
 }

@@ -232,7 +232,30 @@ impl LeaderElection {
     /// `lead(leadership)`, and gives leadership up when `lead` returns or leadership is
     /// lost (then `lead`'s future is dropped); joins again and repeats, after a pause if the
     /// term was short (see [`backoff`](Self::backoff)). Returns only on error; drop the
-    /// future to stop (the node is deleted).
+    /// future to stop: the node is deleted in the background, as a dropped
+    /// [`Candidate`]'s is.
+    ///
+    /// To shut down, drop it and then await [`Session::close`]: the close returns once the
+    /// servers have ended the session, so the node is gone and the next candidate leads
+    /// before the process exits.
+    ///
+    /// ```no_run
+    /// # async fn demo(
+    /// #     session: zk_recipes::Session,
+    /// #     election: zk_recipes::LeaderElection,
+    /// #     shutdown: impl std::future::Future<Output = ()>,
+    /// # ) {
+    /// use std::time::Duration;
+    ///
+    /// tokio::select! {
+    ///     ended = election.run(|leadership| async move { leadership.lost().await; }) => {
+    ///         eprintln!("election ended: {ended:?}");
+    ///     }
+    ///     () = shutdown => {} // the `run()` future is dropped: its node is deleted
+    /// }
+    /// let _ = tokio::time::timeout(Duration::from_secs(5), session.close()).await;
+    /// # }
+    /// ```
     ///
     /// # Notable errors
     /// As [`join`](Self::join).

@@ -135,11 +135,12 @@ impl Holding {
     }
 
     /// Ends the holding for everyone who watches its trust, before the caller goes on: a
-    /// holding released or dropped is lost ([`Loss::Closed`] unless a loss came first).
-    /// The monitor then stops by itself, once a watch it set on the node, if any, has fired
-    /// (see [`Watching::lost`]).
+    /// holding released or dropped is lost ([`Loss::Closed`] unless a loss came first, even
+    /// one its monitor has not published yet: the session's clock or another hold of the
+    /// session saw it). The monitor then stops by itself, once a watch it set on the node,
+    /// if any, has fired (see [`Watching::lost`]).
     fn end(&self) {
-        self.report.publish(Loss::Closed);
+        self.report.publish(self.loss().unwrap_or(Loss::Closed));
     }
 
     /// The loss seen so far, if any ([`Loss::Lapsed`] once the session is no longer
@@ -233,10 +234,12 @@ impl Watching {
             self.node_lost(set, &watching).await
         };
         let mut node_lost = pin!(node_lost);
+        // A loss of the whole session is the one its first sighting, by any hold of the
+        // session, decided (see `Trust::of_session`); the end of this hold is its own.
         tokio::select! {
             biased;
-            () = &mut closing => Loss::Closed,
-            loss = connection_lost(states, self.tolerated) => loss,
+            () = &mut closing => self.trust.of_session(Loss::Closed),
+            loss = connection_lost(states, self.tolerated) => self.trust.of_session(loss),
             loss = self.trust.lapsed() => loss,
             // Before the node: a holding that ended sets no new watch on it.
             () = self.trust.settled() => {
@@ -270,10 +273,10 @@ impl Watching {
             match event.event_type {
                 EventType::NodeDeleted => return Loss::NodeDeleted,
                 EventType::Session => {
-                    return match terminal(event.session_state) {
+                    return self.trust.of_session(match terminal(event.session_state) {
                         Error::Closed => Loss::Closed,
                         _ => Loss::SessionExpired,
-                    }
+                    })
                 }
                 other => debug!(?other, "our node changed; a write is no loss"),
             }
@@ -305,8 +308,10 @@ impl Watching {
         match watched {
             Ok(Some((Some(_), watcher))) => Ok(watcher),
             Ok(Some((None, _))) => Err(Loss::NodeDeleted),
-            Ok(None) | Err(Error::Closed) => Err(Loss::Closed),
-            Err(Error::SessionExpired) => Err(Loss::SessionExpired),
+            // The hold ended: its own end.
+            Ok(None) => Err(Loss::Closed),
+            Err(Error::Closed) => Err(self.trust.of_session(Loss::Closed)),
+            Err(Error::SessionExpired) => Err(self.trust.of_session(Loss::SessionExpired)),
             Err(err) => {
                 warn!(%err, "cannot watch our node");
                 Err(Loss::Suspended)

@@ -17,7 +17,7 @@ use super::entering::find_own;
 use super::Contender;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
-use crate::session::{reconnected, Session};
+use crate::session::{gone_after, reconnected, Session};
 
 /// How long a waiter that gives up may spend deleting its node before leaving that to the
 /// background.
@@ -31,17 +31,9 @@ pub(crate) enum Left {
     /// It was gone already: deleted by someone, or ended with its session.
     AlreadyGone,
     /// It went with its session: the session ended, or the connection stayed down for
-    /// longer than the servers keep a session they do not hear from (see
-    /// [`SESSION_GONE`]).
+    /// longer than the servers keep a session they do not hear from (see [`gone_after`]).
     WithSession,
 }
-
-/// How long after a removal starts waiting for a connection it takes the node to have
-/// gone with its session, in session timeouts (negotiated): the servers expire a session
-/// a timeout after they last heard from it, rounded up to their next tick (at most half a
-/// timeout, since a timeout is at least two ticks). The removal itself goes on in the
-/// background until the node is gone or the client learns that its session ended.
-const SESSION_GONE: (u32, u32) = (3, 2);
 
 /// The pause after a removal whose outcome was unknown; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
@@ -237,8 +229,9 @@ async fn connected(client: &Client, settle: &mut Option<oneshot::Sender<Result<L
     let reconnecting = reconnected(client);
     tokio::pin!(reconnecting);
     if settle.is_some() {
-        let (times, per) = SESSION_GONE;
-        let gone_after = client.session_timeout() * times / per;
+        // The removal itself goes on in the background after that, until the node is
+        // gone or the client learns that its session ended.
+        let gone_after = gone_after(client.session_timeout());
         tokio::select! {
             back = &mut reconnecting => return back.is_ok(),
             () = tokio::time::sleep(gone_after) => {

@@ -39,6 +39,14 @@ where
     Err(Error::ConnectionLoss)
 }
 
+/// How long after we last could have been heard the servers have certainly expired a
+/// session of (negotiated) `timeout`: they expire it a timeout after they last heard from
+/// it, rounded up to their next tick (at most half a timeout, since a timeout is at least
+/// two ticks).
+pub(crate) fn gone_after(timeout: Duration) -> Duration {
+    timeout * 3 / 2
+}
+
 /// Waits until `client` is connected; fails if its session ended.
 ///
 /// # Cancel safety

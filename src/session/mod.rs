@@ -13,13 +13,15 @@ mod roots;
 mod tls;
 mod turns;
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, SemaphorePermit};
 use tokio::task::JoinHandle;
-use zookeeper_client::Client;
+use tracing::{debug, info_span, Instrument};
+use zookeeper_client::{Client, StateWatcher};
 
 use dialer::Dialer;
 use keeper::{keep, Abandoned};
@@ -27,7 +29,7 @@ use nodelay::Servers;
 
 pub use builder::SessionBuilder;
 pub(crate) use connection::{
-    connected_now, connection_lost, disconnected, reconnected, retry, terminal,
+    connected_now, connection_lost, disconnected, gone_after, reconnected, retry, terminal,
 };
 pub(crate) use roots::KnownRoots;
 
@@ -69,6 +71,43 @@ pub enum CloseReason {
     /// The tokio runtime that ran the session's tasks shut down: nothing watches the
     /// connection or renews the session any more.
     RuntimeGone,
+}
+
+/// A [`Session::close`] that took effect; await it to wait until the servers have ended
+/// the ZooKeeper session (see [`Session::close`]). Dropping it does not undo the close.
+#[derive(Debug)]
+pub struct Closing {
+    /// The state of the client that was live at the close, and its session timeout.
+    states: Option<(StateWatcher, Duration)>,
+}
+
+impl IntoFuture for Closing {
+    type Output = ();
+    type IntoFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(ended(self.states).instrument(info_span!("zk.session.close")))
+    }
+}
+
+/// Resolves once the client whose `states` these are has ended (the servers answered its
+/// close, or told it that the session expired), or once the servers have certainly
+/// expired it (see [`gone_after`]).
+async fn ended(states: Option<(StateWatcher, Duration)>) {
+    let Some((mut states, timeout)) = states else {
+        return;
+    };
+    let closed = async {
+        let mut state = states.state();
+        while !state.is_terminated() {
+            state = states.changed().await;
+        }
+        state
+    };
+    match tokio::time::timeout(gone_after(timeout), closed).await {
+        Ok(state) => debug!(?state, "session ended"),
+        Err(_) => debug!("session not confirmed closed; the servers have expired it"),
+    }
 }
 
 /// A ZooKeeper session that outlives expiry.
@@ -267,13 +306,36 @@ impl Session {
     /// [`Loss::Closed`](crate::Loss::Closed), and recipes of this session fail with
     /// [`Error::Closed`] from then on.
     ///
-    /// The ZooKeeper session ends as soon as requests in flight are answered (at once while
-    /// connected; while the connection is down, when the servers expire it), unless a
-    /// [`Client`] taken with [`client`](Self::client) is still kept.
+    /// All that takes effect at the call. The ZooKeeper session ends as soon as requests
+    /// in flight are answered (at once while connected; while the connection is down, when
+    /// the servers expire it), unless a [`Client`] taken with [`client`](Self::client) is
+    /// still kept. Await the returned [`Closing`] to wait for that: it resolves once the
+    /// servers have closed the session (its ephemeral nodes, the nodes of holds and
+    /// candidates dropped just before included, are gone), or at the latest after 1.5
+    /// session timeouts, when servers that could not be told have expired it. Bound the
+    /// wait yourself with [`tokio::time::timeout`]. A process that returns from `main`
+    /// right after a `close()` it did not await may leave its nodes for a session timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: zk_recipes::Session) {
+    /// use std::time::Duration;
+    ///
+    /// // Nothing of ours is left once this returns (or after 3 s at most).
+    /// let _ = tokio::time::timeout(Duration::from_secs(3), session.close()).await;
+    /// # }
+    /// ```
+    ///
+    /// # Notable errors
+    /// None: a session that ended already, for whatever reason, is closed at once.
     ///
     /// # Cancel safety
-    /// Not async; takes effect at once.
-    pub fn close(&self) {
+    /// Cancel safe: the close takes effect at the call, whether [`Closing`] is awaited,
+    /// dropped or cancelled; awaiting only waits for the servers to confirm it.
+    pub fn close(&self) -> Closing {
+        let states = match &*self.inner.current.borrow() {
+            Current::Live(client) => Some((client.state_watcher(), client.session_timeout())),
+            Current::Renewing | Current::Closed => None,
+        };
         let _ = self.inner.close_reason.set(CloseReason::Requested);
         if let Ok(mut keeper) = self.inner.keeper.lock() {
             if let Some(keeper) = keeper.take() {
@@ -281,6 +343,7 @@ impl Session {
             }
         }
         self.inner.end(CloseReason::Requested);
+        Closing { states }
     }
 
     /// Why the session ended for good ([`SessionEvent::Closed`]); `None` while it has not.

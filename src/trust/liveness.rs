@@ -15,17 +15,31 @@
 //! The session keeper sends one small request (an `exists` of the root) every third of
 //! the timeout, so a healthy session is always confirmed for at least two thirds of it
 //! ahead. Once the confirmed time has passed, holds made before stay lost even if a later
-//! answer confirms the session again: the *epoch* counts such lapses.
+//! answer confirms the session again: the *epoch* counts such ends.
+//!
+//! One event ends every hold of an epoch, and all of them report the same cause: the first
+//! session-wide loss seen in the epoch (by the clock, [`Loss::Lapsed`]; by the connection,
+//! [`Loss::Suspended`] or [`Loss::SessionExpired`]; or [`Loss::Closed`]), recorded once
+//! with [`Liveness::end`] by whichever hold, or confirmation, sees it first. The others
+//! read it back instead of what they saw themselves later, in their own order.
 //!
 //! The clock is the process's monotonic clock (`Instant`), which on Linux runs on while the
 //! process is stopped, but not while the whole machine sleeps.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
 use tracing::{debug, debug_span, Instrument};
 use zookeeper_client::{Client, SessionId};
+
+use super::Loss;
+
+/// How many ended epochs' causes are remembered: a hold of an older epoch saw its own loss
+/// long ago (its monitor publishes it as soon as the epoch ends).
+const CAUSES_KEPT: usize = 16;
 
 /// What the servers confirmed of one ZooKeeper session.
 #[derive(Debug)]
@@ -38,8 +52,12 @@ pub(crate) struct Liveness {
     timeout: Duration,
     /// Until when (nanoseconds after `origin`) the servers certainly keep the session.
     confirmed: AtomicU64,
-    /// How many times the confirmed time passed before it was moved again.
+    /// How many session-wide losses ended the holds made before them (see [`end`](Self::end)).
     epoch: AtomicU64,
+    /// The causes of the last epochs that ended, with their epoch; also taken to end one.
+    causes: Mutex<VecDeque<(u64, Loss)>>,
+    /// Notified when an epoch ends.
+    ended: Notify,
 }
 
 impl Liveness {
@@ -49,14 +67,17 @@ impl Liveness {
     }
 
     fn new(session: SessionId, dialed: Instant, timeout: Duration) -> Arc<Liveness> {
+        // Confirmed for a timeout after the connect request was sent.
+        let confirmed = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let liveness = Liveness {
             session,
             origin: dialed,
             timeout,
-            confirmed: AtomicU64::new(0),
+            confirmed: AtomicU64::new(confirmed),
             epoch: AtomicU64::new(0),
+            causes: Mutex::new(VecDeque::new()),
+            ended: Notify::new(),
         };
-        liveness.confirm(dialed);
         Arc::new(liveness)
     }
 
@@ -81,24 +102,58 @@ impl Liveness {
         Instant::now() < self.confirmed() && self.epoch() == epoch
     }
 
-    /// Resolves once a hold made in `epoch` can no longer be trusted.
+    /// Resolves once a hold made in `epoch` can no longer be trusted (the confirmed time
+    /// passed, or a session-wide loss ended the epoch); with the cause that ended it.
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub(crate) async fn lapsed(&self, epoch: u64) {
-        while self.trusts(epoch) {
-            tokio::time::sleep_until(self.confirmed().into()).await;
+    pub(crate) async fn lapsed(&self, epoch: u64) -> Loss {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if !self.trusts(epoch) {
+                return self.end(epoch, Loss::Lapsed);
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(self.confirmed().into()) => {}
+                () = ended => {}
+            }
         }
+    }
+
+    /// Ends `epoch` because of `seen`, a loss of the whole session (never the deletion of
+    /// one node, nor the end of one hold), unless it ended already; returns the cause that
+    /// ended it, the same for every hold of the epoch: `seen` if it came first. A hold of
+    /// an epoch too old to be remembered keeps `seen`.
+    pub(crate) fn end(&self, epoch: u64, seen: Loss) -> Loss {
+        let Ok(mut causes) = self.causes.lock() else {
+            return seen;
+        };
+        if let Some(&(_, cause)) = causes.iter().find(|(ended, _)| *ended == epoch) {
+            return cause;
+        }
+        if self.epoch() != epoch {
+            return seen;
+        }
+        if causes.len() == CAUSES_KEPT {
+            causes.pop_front();
+        }
+        causes.push_back((epoch, seen));
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        drop(causes);
+        self.ended.notify_waiters();
+        seen
     }
 
     /// Records that the servers answered a request of ours sent at `sent` (or later).
     pub(crate) fn confirm(&self, sent: Instant) {
         let until = sent.saturating_duration_since(self.origin) + self.timeout;
         let until = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
-        // Whoever sees the confirmed time passed first starts a new epoch, before moving
-        // it: a hold of the old epoch never looks trusted again.
+        // Whoever sees the confirmed time passed first ends the epoch, before moving it: a
+        // hold of the old epoch never looks trusted again.
         if Instant::now() >= self.confirmed() {
-            self.epoch.fetch_add(1, Ordering::SeqCst);
+            self.end(self.epoch(), Loss::Lapsed);
         }
         self.confirmed.fetch_max(until, Ordering::SeqCst);
     }
@@ -150,5 +205,24 @@ mod tests {
             "a hold of the lapsed epoch is trusted again"
         );
         assert!(liveness.trusts(liveness.epoch()));
+    }
+
+    #[test]
+    fn every_hold_of_an_epoch_reads_the_cause_that_ended_it_first() {
+        let liveness = Liveness::new(SessionId(1), Instant::now(), Duration::from_secs(4));
+        let epoch = liveness.epoch();
+        assert_eq!(liveness.end(epoch, Loss::Suspended), Loss::Suspended);
+        assert!(
+            !liveness.trusts(epoch),
+            "a hold of an ended epoch is trusted"
+        );
+        assert_eq!(liveness.end(epoch, Loss::Lapsed), Loss::Suspended);
+        assert_eq!(liveness.end(epoch, Loss::SessionExpired), Loss::Suspended);
+        let next = liveness.epoch();
+        assert!(
+            liveness.trusts(next),
+            "a hold made after the end is not trusted"
+        );
+        assert_eq!(liveness.end(next, Loss::Closed), Loss::Closed);
     }
 }

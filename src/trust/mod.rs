@@ -18,6 +18,24 @@ use tokio::sync::{watch, Notify};
 pub(crate) use liveness::{keep_confirming, Liveness};
 
 /// Why a held lock or leadership can no longer be trusted.
+///
+/// Holds on one session that one event ends report the same `Loss`: the session decides
+/// the cause once, as the first of these it sees, and every hold made before reads it
+/// (a hold made after it, once the session is trusted again, is not ended by it):
+///
+/// | event | `Loss` |
+/// |---|---|
+/// | the clock passed the time until which the servers certainly keep the session (a pause or starvation of the process, or servers out of reach, longer than the session timeout) | [`Lapsed`](Loss::Lapsed) |
+/// | the connection went down (and stayed down past [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension), if set) | [`Suspended`](Loss::Suspended) |
+/// | the servers expired the session | [`SessionExpired`](Loss::SessionExpired) |
+/// | [`Session::close`](crate::Session::close), or the session ended for good | [`Closed`](Loss::Closed) |
+///
+/// So a process stopped past its session timeout reports [`Lapsed`](Loss::Lapsed) on every
+/// hold when it wakes if its clock is looked at first, or [`Suspended`](Loss::Suspended) /
+/// [`SessionExpired`](Loss::SessionExpired) on every hold if the connection's state
+/// is seen first; never a mix. What ends one hold only, its node deleted by someone
+/// ([`NodeDeleted`](Loss::NodeDeleted)), its node that can no longer be watched
+/// ([`Suspended`](Loss::Suspended)), or its release ([`Closed`](Loss::Closed)), is its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Loss {
@@ -72,18 +90,24 @@ impl Trust {
         self.loss().is_some()
     }
 
-    /// The loss seen so far, if any ([`Loss::Lapsed`] once the session is no longer
-    /// confirmed).
+    /// The loss seen so far, if any: once the session is no longer confirmed, the cause
+    /// that ended the hold's epoch ([`Loss::Lapsed`] if the clock did).
     pub(crate) fn loss(&self) -> Option<Loss> {
         let seen = *self.loss.borrow();
-        seen.or_else(|| (!self.confirmed()).then_some(Loss::Lapsed))
+        seen.or_else(|| match &self.confirmed {
+            Some((liveness, epoch)) if liveness.trusts(*epoch) => None,
+            Some((liveness, epoch)) => Some(liveness.end(*epoch, Loss::Lapsed)),
+            None => Some(Loss::Lapsed),
+        })
     }
 
-    /// Whether the servers still certainly keep the session.
-    fn confirmed(&self) -> bool {
-        self.confirmed
-            .as_ref()
-            .is_some_and(|(liveness, epoch)| liveness.trusts(*epoch))
+    /// The cause of a loss of the whole session that the hold saw as `seen`: the first
+    /// such loss seen in its epoch, by any hold of the session (see [`Liveness::end`]).
+    pub(crate) fn of_session(&self, seen: Loss) -> Loss {
+        match &self.confirmed {
+            Some((liveness, epoch)) => liveness.end(*epoch, seen),
+            None => seen,
+        }
     }
 
     /// Resolves once it can no longer be trusted; [`Loss::Closed`] if the hold ended
@@ -103,17 +127,15 @@ impl Trust {
         }
     }
 
-    /// Resolves with [`Loss::Lapsed`] once the session is no longer confirmed
-    /// ([`Loss::SessionExpired`] at once if it had ended).
+    /// Resolves once the session is no longer confirmed, or a loss of the whole session
+    /// ended the hold's epoch, with its cause ([`Loss::Lapsed`] if the clock ended it;
+    /// [`Loss::SessionExpired`] at once if the session had ended).
     ///
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn lapsed(&self) -> Loss {
         match &self.confirmed {
-            Some((liveness, epoch)) => {
-                liveness.lapsed(*epoch).await;
-                Loss::Lapsed
-            }
+            Some((liveness, epoch)) => liveness.lapsed(*epoch).await,
             None => Loss::SessionExpired,
         }
     }
