@@ -186,6 +186,7 @@ async fn readers_share_writers_exclude(ensemble: &Ensemble, rounds: usize) {
                         let guard = lock.read().await.expect("read");
                         inside.readers.fetch_add(1, Ordering::SeqCst);
                         assert_eq!(inside.writers.load(Ordering::SeqCst), 0, "a writer inside");
+                        // A hold time: a writer let in meanwhile would be counted.
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         assert_eq!(inside.writers.load(Ordering::SeqCst), 0, "a writer inside");
                         assert!(!guard.is_lost());
