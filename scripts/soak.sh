@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Flake hunt: runs test binaries again and again and counts, per test, how often it failed.
 #
-#   scripts/soak.sh N [BINARY...] [-- TEST-ARGS...]
+#   scripts/soak.sh [--load [HOGS]] N [BINARY...] [-- TEST-ARGS...]
 #
 # Builds every test binary once (`cargo test --workspace --all-features --no-run`), then
 # runs each chosen binary N times, one run after another, each run exactly as `cargo test`
@@ -18,6 +18,12 @@
 # (SOAK_LOGS, default target/soak/<date>); the table printed at the end names, for each
 # failing test, how many runs it failed in and the log of its first failure, and shows
 # that failure's output. Exits 1 if anything failed.
+#
+# `--load` runs the tests on a busy machine: it starts HOGS CPU hogs (busy loops; one per
+# core, `nproc`, without HOGS; `--load=HOGS` and SOAK_LOAD=HOGS do the same) after the
+# build, keeps them for every run, and stops them when the script ends, however it ends (a
+# hog also stops by itself once the script is gone, even after a SIGKILL). Each run's line
+# shows the 1-minute load average at its end.
 #
 # This is a developer's tool: `scripts/test.sh` stays the one command that runs the suite.
 set -euo pipefail
@@ -45,6 +51,20 @@ build() {
             | [$name, .executable, $dir] | @tsv'
 }
 
+hogs=${SOAK_LOAD:-0}
+case ${1:-} in
+--load=*) hogs=${1#--load=} && shift ;;
+--load)
+    shift
+    hogs=$(nproc)
+    # Two numbers after `--load`: HOGS, then N (no test binary's name is a number).
+    if [[ ${1:-} =~ ^[0-9]+$ && ${2:-} =~ ^[0-9]+$ ]]; then
+        hogs=$1
+        shift
+    fi
+    ;;
+esac
+[[ $hogs =~ ^[0-9]+$ ]] || usage
 (($# >= 1)) || usage
 if [[ $1 == --list ]]; then
     build | cut -f1 | sort
@@ -83,7 +103,39 @@ if ((${#wanted[@]})); then
     names=("${wanted[@]}")
 fi
 
-echo "soak: $runs run(s) of ${names[*]}, ${timeout_s}s each at most; logs in $logs" >&2
+# CPU hogs beside the tests, bounded: stopped on any exit (the EXIT trap; Ctrl-C and a
+# TERM exit through it), and each checks every few milliseconds that this script still runs.
+hog_pids=()
+stop_hogs() {
+    ((${#hog_pids[@]})) || return 0
+    kill "${hog_pids[@]}" 2>/dev/null || true
+    wait "${hog_pids[@]}" 2>/dev/null || true
+    hog_pids=()
+}
+# Ends the run under way (`timeout` passes the signal on to the test binary, whose servers
+# die with it) and the hogs.
+run_pid=""
+stop() {
+    [[ -z $run_pid ]] || kill "$run_pid" 2>/dev/null || true
+    stop_hogs
+}
+trap stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+soaker=$$
+for ((h = 0; h < hogs; h++)); do
+    (
+        trap - EXIT INT TERM HUP
+        while read -r _ _ _ parent _ <"/proc/$BASHPID/stat" && ((parent == soaker)); do
+            for ((spin = 0; spin < 5000; spin++)); do :; done
+        done
+    ) &
+    hog_pids+=($!)
+done
+load_note=""
+((hogs == 0)) || load_note=" beside $hogs CPU hog(s) ($(nproc) cores)"
+
+echo "soak: $runs run(s) of ${names[*]}, ${timeout_s}s each at most$load_note; logs in $logs" >&2
 failed_any=0
 summary=()
 for name in "${names[@]}"; do
@@ -94,9 +146,14 @@ for name in "${names[@]}"; do
     for ((i = 1; i <= runs; i++)); do
         log=$logs/$safe.$i.log
         status=0
+        # In the background, so that Ctrl-C ends the script at once (a trap waits for a
+        # command in the foreground); `stop` ends the run then.
         (cd "${dir[$name]}" && CARGO_MANIFEST_DIR=${dir[$name]} \
-            timeout --kill-after=20 "$timeout_s" "${exe[$name]}" "${test_args[@]}") \
-            >"$log" 2>&1 || status=$?
+            exec timeout --kill-after=20 "$timeout_s" "${exe[$name]}" "${test_args[@]}") \
+            >"$log" 2>&1 &
+        run_pid=$!
+        wait "$run_pid" || status=$?
+        run_pid=""
         failing=()
         # libtest prints `test NAME ... FAILED` for every failed test.
         while read -r test; do
@@ -118,7 +175,8 @@ for name in "${names[@]}"; do
             fails[$test]=$((${fails[$test]:-0} + 1))
             [[ -n ${first[$test]:-} ]] || first[$test]=$log
         done
-        echo "soak: $name run $i/$runs: ${failing[*]:-ok} ($((SECONDS - start))s so far)" >&2
+        echo "soak: $name run $i/$runs: ${failing[*]:-ok} ($((SECONDS - start))s so far," \
+            "load $(cut -d' ' -f1 /proc/loadavg))" >&2
     done
     summary+=("$(printf '%-22s %5d runs %4d failed  %6ds' "$name" "$runs" "$bad_runs" \
         $((SECONDS - start)))")
@@ -144,7 +202,8 @@ for name in "${names[@]}"; do
 done
 
 echo
-echo "soak summary ($runs run(s) each; logs in $logs):"
+stop_hogs
+echo "soak summary ($runs run(s) each$load_note; logs in $logs):"
 printf '%s\n' "${summary[@]}"
 exit "$failed_any"
 }

@@ -17,12 +17,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_harness::nemesis::{under_nemesis, Arena, Entrant, Leading, Rule, Tally, Waits};
 use zk_harness::semaphore::await_nothing_left;
 use zk_harness::{
-    await_count, await_empty, bounded, live_client, name, session, unique_root, Ensemble, Fixture,
-    PATIENCE, WORK,
+    await_count, await_empty, await_watch, bounded, live_client, name, session, unique_root,
+    Ensemble, Fixture, PATIENCE, WORK,
 };
 use zk_recipes::{DistributedLock, LeaderElection, Mutex, RwLock, Semaphore};
 
@@ -156,11 +157,10 @@ async fn a_shared_mutex_value_excludes_its_tasks() {
 struct Inside {
     readers: AtomicUsize,
     writers: AtomicUsize,
-    most_readers: AtomicUsize,
 }
 
 /// 6 readers and 3 writers over 3 sessions, `rounds` sections each: a writer is always
-/// alone, readers overlap, writers' tokens grow.
+/// alone, writers' tokens grow; then two readers of different sessions hold at once.
 async fn readers_share_writers_exclude(ensemble: &Ensemble, rounds: usize) {
     let fx = Fixture::new(ensemble, "rw-share", 3, SESSION_TIMEOUT).await;
     let inside = Arc::new(Inside::default());
@@ -184,9 +184,9 @@ async fn readers_share_writers_exclude(ensemble: &Ensemble, rounds: usize) {
                         guard.release().await.expect("release");
                     } else {
                         let guard = lock.read().await.expect("read");
-                        let now = inside.readers.fetch_add(1, Ordering::SeqCst) + 1;
-                        inside.most_readers.fetch_max(now, Ordering::SeqCst);
+                        inside.readers.fetch_add(1, Ordering::SeqCst);
                         assert_eq!(inside.writers.load(Ordering::SeqCst), 0, "a writer inside");
+                        // A hold time: a writer let in meanwhile would be counted.
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         assert_eq!(inside.writers.load(Ordering::SeqCst), 0, "a writer inside");
                         assert!(!guard.is_lost());
@@ -203,13 +203,22 @@ async fn readers_share_writers_exclude(ensemble: &Ensemble, rounds: usize) {
             .expect("contenders finished")
             .expect("contender panicked");
     }
-    assert!(
-        inside.most_readers.load(Ordering::SeqCst) >= 2,
-        "readers never overlapped"
-    );
     let tokens = tokens.lock().unwrap().clone();
     assert_eq!(tokens.len(), 3 * rounds);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "writer tokens");
+
+    // Readers share, shown as an event rather than hoped for from the loop's timing: while
+    // one reader holds, a reader of another session gets in.
+    let first = RwLock::new(&fx.sessions[0], &fx.root).unwrap();
+    let first = first.read().await.expect("read");
+    let second = RwLock::new(&fx.sessions[1], &fx.root).unwrap();
+    let second = second.try_read_for(PATIENCE).await.expect("read");
+    assert!(
+        second.is_some(),
+        "a reader waited {PATIENCE:?} behind another reader"
+    );
+    second.unwrap().release().await.expect("release");
+    first.release().await.expect("release");
     fx.nothing_left().await;
 }
 
@@ -268,6 +277,11 @@ async fn one_value_shared_by_tasks_and_the_write_side_as_a_distributed_lock() {
 
 /// 12 acquirers over 4 sessions, `rounds` leases each, on a semaphore of 3: never more than 3
 /// holders at once, and 3 at some moment.
+///
+/// Filling up is an event, not a race: until 3 leases have been out at once, every holder
+/// keeps its lease (at most [`PATIENCE`]), so a semaphore that lets fewer than 3 in fails
+/// here however slow the machine. Afterwards each holder keeps its lease 40 ms, so that
+/// holders overlap and one more than the maximum would be counted.
 async fn at_most_max(ensemble: &Ensemble, rounds: usize) {
     const SESSIONS: usize = 4;
     const PER_SESSION: usize = 3;
@@ -276,7 +290,8 @@ async fn at_most_max(ensemble: &Ensemble, rounds: usize) {
         .await
         .keeping(zk_harness::semaphore::NODES);
     let inside = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
+    // The most leases ever out at once.
+    let most = Arc::new(watch::channel(0).0);
     let mut tasks = Vec::new();
     for session in &fx.sessions {
         for _ in 0..PER_SESSION {
@@ -286,9 +301,15 @@ async fn at_most_max(ensemble: &Ensemble, rounds: usize) {
                 for _ in 0..rounds {
                     let lease = semaphore.acquire().await.expect("acquire");
                     let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
+                    most.send_modify(|most| *most = now.max(*most));
                     assert!(now <= MAX as usize, "{now} leases held at once");
-                    // Longer than an acquisition takes, so that the semaphore fills up.
+                    await_watch(
+                        "the semaphore fills up (3 leases out at once)",
+                        &mut most.subscribe(),
+                        |&most| most >= MAX as usize,
+                    )
+                    .await;
+                    // A hold time, not synchronisation: holders overlap.
                     tokio::time::sleep(Duration::from_millis(40)).await;
                     assert!(!lease.is_lost(), "lease lost without a fault");
                     inside.fetch_sub(1, Ordering::SeqCst);
@@ -304,7 +325,7 @@ async fn at_most_max(ensemble: &Ensemble, rounds: usize) {
             .expect("acquirer panicked");
     }
     assert_eq!(
-        most.load(Ordering::SeqCst),
+        *most.borrow(),
         MAX as usize,
         "the semaphore never filled up"
     );
