@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 use support::{exit_within, lines, start, zk_recipes, Test};
 use zk_harness::{children, observer, PATIENCE};
 
-/// Puts a file of its own into the directory `$0`, waits (at most 5 s) for a second CMD
-/// to do the same, appends how many files it then sees to `$1`, and removes its file: the
-/// log holds how many CMDs ran at once, and does not depend on how fast processes start.
+/// Puts a file of its own into the directory `$0`, waits for a second CMD to do the same
+/// (at most 30 s; not at all once the three others have written their counts), appends how
+/// many files it then sees to `$1`, and removes its file: the log holds how many CMDs ran
+/// at once, and does not depend on how fast processes start on a loaded machine.
 const COUNTS: &str = r#"touch "$0/$$"
-    for _ in $(seq 100); do [ "$(ls "$0" | wc -l)" -ge 2 ] && break; sleep 0.05; done
+    for _ in $(seq 600); do [ "$(ls "$0" | wc -l)" -ge 2 ] && break
+        [ -f "$1" ] && [ "$(wc -l < "$1")" -ge 3 ] && break; sleep 0.05; done
     ls "$0" | wc -l >> "$1"; sleep 0.1; rm "$0/$$""#;
 
 /// The nodes left under the semaphore's `leases` and `locks`.
