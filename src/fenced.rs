@@ -137,6 +137,11 @@ impl Holding {
 ///   gone, so the servers refuse the multi, whatever the holder believes. A hold that
 ///   already reads as lost ([`is_lost`](crate::MutexGuard::is_lost), including a session the
 ///   servers have not confirmed in time) is refused before anything is sent.
+/// * **The node is the hold's identity, checked on the server.** The holder's node is named
+///   with a uuid of its own (`_c_<uuid>-…`): no other hold ever makes a node at that path,
+///   so its existence proves that the very node the hold made is still there. (A
+///   [`Membership`](crate::Membership)'s node, named by its id, could be made again by
+///   another session: memberships offer no fenced writes.)
 /// * **Hints do not fence.** The check is of the node's existence (any version): a write
 ///   into the holder's node by someone else (Curator's revoker, an operator's hint) never
 ///   makes fenced writes fail.

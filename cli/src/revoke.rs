@@ -11,9 +11,10 @@
 //! nobody holds PATH.
 
 use clap::ValueEnum;
-use zk_recipes::{Hold, Mutex, Result, RwLock, Session};
+use zk_recipes::{Mutex, Result, RwLock, Session};
 
 use crate::args::{Connection, Revoke};
+use crate::held::Held;
 use crate::observe::recipe;
 use crate::say::say;
 use crate::session::OnSession;
@@ -33,7 +34,7 @@ pub enum OnRevoke {
 
 /// Resolves once `held` should be let go because someone asked and `on_revoke` says to
 /// release; never otherwise (cancel safe).
-pub async fn revoked(held: &dyn Hold, on_revoke: OnRevoke) {
+pub async fn revoked(held: &impl Held, on_revoke: OnRevoke) {
     if on_revoke == OnRevoke::Release && held.revocation_requested().await.is_ok() {
         return;
     }
