@@ -5,9 +5,12 @@
 //! [`RwLock::revoke_holders`](crate::RwLock::revoke_holders)), exactly as Curator's
 //! `Revoker.attemptRevoke` does; a holder learns of it from `revocation_requested()`
 //! on its guard, lease or leadership, which resolves once the marker is in its node (also
-//! when it was written before the call). So it works both ways: a Curator holder made
-//! revocable (`makeRevocable`) is called back when zk-recipes asks, and a zk-recipes holder
-//! hears Curator's `Revoker`.
+//! when it was written before the call). A request to a node belongs to the node, heard by
+//! every handle of it: once one handle saw the marker, every guard (re-entered ones too),
+//! lease or leadership made for that node hears it, a leader's next term on the same node
+//! included, even after the holder's own write (a proclamation) replaced the marker. So it
+//! works both ways: a Curator holder made revocable (`makeRevocable`) is called back when
+//! zk-recipes asks, and a zk-recipes holder hears Curator's `Revoker`.
 //!
 //! Asking is a hint, never a loss: nothing else changes. The holder decides whether and when
 //! to release; its hold stays trusted, its [fenced writes](crate::Fenced) still commit, and

@@ -265,3 +265,50 @@ async fn a_wait_on_a_leadership_clone_ends_when_another_clone_resigns() {
     await_empty(&observer, &root).await;
     assert!(zk.watchers(&node).await.is_empty());
 }
+
+/// A request to let go belongs to the node, heard by every handle of it (issue 33 §2): a
+/// leader asked, which then proclaims (its own write replaces the marker), and whose
+/// connection is cut long enough to suspend (the session survives), leads again on the
+/// same node with the same term; the new leadership hears the request made to its node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_heard_before_a_proclaim_is_heard_by_the_next_term_on_the_node() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("revoke-next-term");
+    let observer = observer(&zk.connect_string()).await;
+    let proxy = zk.proxy(0).await;
+    let leader = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&leader, &root, "node-a").unwrap();
+    let candidate = election.join().await.unwrap();
+    let first = candidate.leadership().await.unwrap();
+    assert!(revoke(&observer_session(zk).await, first.node())
+        .await
+        .unwrap());
+    first.proclaim(b"10.0.0.7:8080").await.unwrap();
+
+    proxy.cut();
+    let loss = bounded("the cut suspends the leadership", PATIENCE, first.lost()).await;
+    proxy.restore();
+    let next = bounded("it leads again", PATIENCE, candidate.leadership())
+        .await
+        .unwrap();
+    let heard = tokio::time::timeout(PATIENCE, next.revocation_requested()).await;
+    let (term, node) = (next.term(), next.node().to_owned());
+    let data = observer.get_data(&node).await.unwrap().0;
+    candidate.resign().await.unwrap();
+    await_empty(&observer, &root).await;
+
+    assert_eq!(loss, zk_recipes::Loss::Suspended);
+    assert_eq!(
+        (term, node.as_str()),
+        (first.term(), first.node()),
+        "a new term on the same node"
+    );
+    assert_eq!(
+        data, b"node-a\x0010.0.0.7:8080",
+        "the marker was overwritten"
+    );
+    assert!(
+        matches!(heard, Ok(Ok(()))),
+        "the next term on the asked node never hears the request: {heard:?}"
+    );
+}
