@@ -8,7 +8,9 @@
 //! `status` tells them (see [`view`](crate::view)): the writer or every reader of a
 //! read/write lock, the first of a lock or an election. Exits 0 having asked at least one
 //! holder (each node asked is printed on stdout), [`NOBODY`](crate::status::NOBODY) if
-//! nobody holds PATH.
+//! nobody holds PATH. Only a contender's node is written, by the library's rule
+//! ([`zk_recipes::revoke`]): a group member, even one whose id ends in ten digits, is never
+//! asked.
 
 use clap::ValueEnum;
 use zk_recipes::{Mutex, Result, RwLock, Session};
