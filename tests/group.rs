@@ -461,3 +461,48 @@ async fn a_taken_membership_never_writes() {
     fx.nothing_left().await;
     s.close();
 }
+
+/// The loss of a membership says how its node went: here with its session, which expired
+/// while it was cut off, and another session took the id meanwhile. It is `Taken`, lost
+/// with `SessionExpired`, and leaves the taker's node as it found it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_membership_taken_after_its_session_expired_is_lost_with_the_session() {
+    use zookeeper_client::{Acls, CreateMode};
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "group-taken-expired", 0, SESSION_TIMEOUT).await;
+    let proxy = zk.proxy(0).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let taker = plain_client(&fx.hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &fx.root)
+        .unwrap()
+        .join("x", "mine")
+        .await
+        .unwrap();
+    let node = member.node().to_owned();
+
+    let before = live_client(&s);
+    proxy.cut();
+    expire_session(&fx.hosts, before.session()).await;
+    drop(before);
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    taker.create(&node, b"taker's", &ephemeral).await.unwrap();
+    let (_, taken) = taker.get_data(&node).await.unwrap();
+    proxy.restore();
+
+    await_watch("taken", &mut member.presences(), |p| *p == Presence::Taken).await;
+    assert!(member.is_lost());
+    assert_eq!(
+        bounded("the loss", PATIENCE, member.lost()).await,
+        Loss::SessionExpired
+    );
+    bounded("leave", PATIENCE, member.leave()).await.unwrap();
+    let (data, after) = taker.get_data(&node).await.unwrap();
+    assert_eq!(data, b"taker's");
+    assert_eq!(
+        (after.version, after.mzxid, after.ephemeral_owner),
+        (taken.version, taken.mzxid, taker.session_id().0)
+    );
+    taker.delete(&node, None).await.unwrap();
+    fx.nothing_left().await;
+    s.close();
+}
