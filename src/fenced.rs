@@ -33,30 +33,13 @@ pub(crate) struct Fence {
     client: Weak<Client>,
     node: Arc<str>,
     trust: Trust,
-    /// Latched once a request to let go was seen in the node, so that a later write of the
-    /// holder's own into it (a proclamation) cannot withdraw the request.
+    /// The node's latch of a request to let go (its contender's: shared by every handle of
+    /// the node, across a leader's terms), so that a later write of the holder's own into it
+    /// (a proclamation) cannot withdraw the request.
     asked: Arc<AtomicBool>,
 }
 
 impl Fence {
-    /// The fence of a hold on `node`, made on `client`'s session.
-    pub(crate) fn new(
-        acl: NodeAcl,
-        session: Option<Session>,
-        client: Weak<Client>,
-        node: &str,
-        trust: Trust,
-    ) -> Fence {
-        Fence {
-            acl,
-            session,
-            client,
-            node: node.into(),
-            trust,
-            asked: Arc::default(),
-        }
-    }
-
     /// Whether a request to let go was seen in the node.
     pub(crate) fn asked(&self) -> bool {
         self.asked.load(Ordering::Acquire)
@@ -113,11 +96,18 @@ impl Fence {
 impl Holding {
     /// What writes fenced by this holding, and revocation, need.
     pub(crate) fn fence(&self) -> Fence {
-        let (acl, session, client) = match self.owner() {
-            Some((acl, session, client)) => (acl, Some(session), client),
-            None => (NodeAcl::default(), None, Weak::new()),
+        let (acl, session, client, asked) = match self.owner() {
+            Some((acl, session, client, asked)) => (acl, Some(session), client, asked),
+            None => (NodeAcl::default(), None, Weak::new(), Arc::default()),
         };
-        Fence::new(acl, session, client, self.node(), self.trust().clone())
+        Fence {
+            acl,
+            session,
+            client,
+            node: self.node().into(),
+            trust: self.trust().clone(),
+            asked,
+        }
     }
 }
 
@@ -137,6 +127,11 @@ impl Holding {
 ///   gone, so the servers refuse the multi, whatever the holder believes. A hold that
 ///   already reads as lost ([`is_lost`](crate::MutexGuard::is_lost), including a session the
 ///   servers have not confirmed in time) is refused before anything is sent.
+/// * **The node is the hold's identity, checked on the server.** The holder's node is named
+///   with a uuid of its own (`_c_<uuid>-…`): no other hold ever makes a node at that path,
+///   so its existence proves that the very node the hold made is still there. (A
+///   [`Membership`](crate::Membership)'s node, named by its id, could be made again by
+///   another session: memberships offer no fenced writes.)
 /// * **Hints do not fence.** The check is of the node's existence (any version): a write
 ///   into the holder's node by someone else (Curator's revoker, an operator's hint) never
 ///   makes fenced writes fail.
@@ -429,6 +424,9 @@ macro_rules! fence_methods {
         }
 
         #[doc = "Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke)."]
+        #[doc = "A request to the node belongs to the node: once any handle of it saw the"]
+        #[doc = "marker (a re-entered guard, a clone, a leader's earlier term on the same node),"]
+        #[doc = "this resolves, even after the holder's own write replaced the marker."]
         #[doc = ""]
         #[doc = "# Notable errors"]
         #[doc = "* [`Error::Lost`](crate::Error::Lost) if the hold ends first."]

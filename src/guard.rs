@@ -20,6 +20,12 @@ use crate::trust::Loss;
 /// [`DistributedLock`](crate::DistributedLock). Each method means what the type's own method
 /// of that name means (see [`MutexGuard`](crate::MutexGuard)).
 ///
+/// A hold's identity is its node, checked on the server: each of these made a node named
+/// with a uuid of its own, so its [fenced writes](crate::Fenced) prove that the very node it
+/// made still exists; and a request to let go belongs to the node, heard by every handle of
+/// it. A [`Membership`](crate::Membership) is no `Hold`: its node's path is its id, which
+/// any session may create again, so nothing can fence by it (see its docs).
+///
 /// # Cancel safety
 /// `lost` is cancel safe; a dropped `release` finishes in the background.
 #[async_trait]

@@ -6,11 +6,18 @@ use std::time::Duration;
 use tokio::sync::watch;
 use zk_harness::{
     await_empty, await_events, await_watch, bounded, expire_session, live_client, observer,
-    record_events, session, unique_root, Ensemble, PATIENCE,
+    plain_client, record_events, session, unique_root, Ensemble, Fixture, PATIENCE,
 };
-use zk_recipes::{Error, Group, LeaderElection, Member, Presence, SessionEvent};
+use zk_recipes::{Error, Group, LeaderElection, Loss, Member, Presence, SessionEvent};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a write that must not come is given to come.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// ZooKeeper's opcodes of the requests that write: create, delete, setData, multi,
+/// create2, createContainer, createTTL.
+const WRITES: [i32; 7] = [1, 2, 5, 14, 15, 19, 21];
 
 fn ids(members: &[Member]) -> Vec<&str> {
     members.iter().map(|m| m.id.as_str()).collect()
@@ -381,26 +388,121 @@ async fn a_join_dropped_after_its_create_leaves_no_node() {
     await_empty(&zk_client, &root).await;
 }
 
-#[tokio::test]
-async fn a_members_fenced_write_commits_while_it_is_a_member() {
-    use zk_recipes::Hold as _;
+/// A membership whose id was taken (issue 33 §1): another session deletes `x` and makes
+/// `<group>/x` its own in one multi. The membership turns `Taken` and is lost; it offers
+/// no fenced writes at all (see `Membership`'s docs: the servers cannot tell its node from
+/// the taker's), and neither `leave()` nor a drop writes into or deletes the taker's node,
+/// nor is the node made again once the taker lets it go.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_taken_membership_never_writes() {
+    use zookeeper_client::{Acls, CreateMode};
     let zk = Ensemble::shared(1).await;
-    let root = unique_root("group-fenced");
-    let hosts = zk.connect_string();
-    let s = session(&hosts, SESSION_TIMEOUT).await;
-    let member = Group::new(&s, &root).unwrap().join("m", "").await.unwrap();
-    let target = format!("{root}-state");
-    let zk_client = observer(&hosts).await;
-    let persistent =
-        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-    zk_client
-        .create(&target, b"old", &persistent)
+    let fx = Fixture::new(zk, "group-taken", 0, SESSION_TIMEOUT).await;
+    let proxy = zk.proxy(0).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let taker = plain_client(&fx.hosts, SESSION_TIMEOUT).await;
+    let group = Group::new(&s, &fx.root).unwrap();
+    let (x, y) = (
+        group.join("x", "mine").await.unwrap(),
+        group.join("y", "mine").await.unwrap(),
+    );
+    assert!(!x.is_lost() && !y.is_lost());
+
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    for member in [&x, &y] {
+        let mut take = taker.new_multi_writer();
+        take.add_delete(member.node(), None).unwrap();
+        take.add_create(member.node(), b"taker's", &ephemeral)
+            .unwrap();
+        take.commit().await.unwrap();
+    }
+    for member in [&x, &y] {
+        await_watch("taken", &mut member.presences(), |p| *p == Presence::Taken).await;
+        assert!(member.is_lost());
+        let loss = bounded("the loss", PATIENCE, member.lost()).await;
+        assert_eq!(loss, Loss::NodeDeleted);
+    }
+    let taken = |node: String| {
+        let taker = &taker;
+        async move {
+            let (data, stat) = taker.get_data(&node).await.unwrap();
+            (data, stat.version, stat.mzxid, stat.ephemeral_owner)
+        }
+    };
+    let (x_node, y_node) = (x.node().to_owned(), y.node().to_owned());
+    let before = (taken(x_node.clone()).await, taken(y_node.clone()).await);
+    let sent = proxy.requests().len();
+
+    bounded("leave", PATIENCE, x.leave()).await.unwrap();
+    drop(y);
+    // Neither a leave nor a drop of a taken membership touches the taker's nodes; nor does
+    // the membership make its node again once the taker lets the id go.
+    let mut made = Vec::new();
+    for node in [&x_node, &y_node] {
+        taker.delete(node, None).await.unwrap();
+        made.push(taker.check_and_watch_stat(node).await.unwrap().1);
+    }
+    for watch in made {
+        let event = tokio::time::timeout(QUIET, watch.changed()).await;
+        assert!(event.is_err(), "the node was made again: {event:?}");
+    }
+    let writes: Vec<i32> = proxy
+        .sent_since(sent)
+        .into_iter()
+        .filter(|op| WRITES.contains(op))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "a taken membership sent writes: {writes:?}"
+    );
+    assert_eq!(before.0 .0, b"taker's");
+    assert_eq!(before.0 .3, taker.session_id().0);
+    assert_eq!(before.1 .0, b"taker's");
+    fx.nothing_left().await;
+    s.close();
+}
+
+/// The loss of a membership says how its node went: here with its session, which expired
+/// while it was cut off, and another session took the id meanwhile. It is `Taken`, lost
+/// with `SessionExpired`, and leaves the taker's node as it found it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_membership_taken_after_its_session_expired_is_lost_with_the_session() {
+    use zookeeper_client::{Acls, CreateMode};
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "group-taken-expired", 0, SESSION_TIMEOUT).await;
+    let proxy = zk.proxy(0).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let taker = plain_client(&fx.hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &fx.root)
+        .unwrap()
+        .join("x", "mine")
         .await
         .unwrap();
-    let fenced = member.fenced().set_data(&target, b"new", None);
-    fenced.commit().await.unwrap();
-    assert_eq!(zk_client.get_data(&target).await.unwrap().0, b"new");
-    zk_client.delete(&target, None).await.unwrap();
-    member.leave().await.unwrap();
-    await_empty(&zk_client, &root).await;
+    let node = member.node().to_owned();
+
+    let before = live_client(&s);
+    proxy.cut();
+    expire_session(&fx.hosts, before.session()).await;
+    drop(before);
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    taker.create(&node, b"taker's", &ephemeral).await.unwrap();
+    let (_, taken) = taker.get_data(&node).await.unwrap();
+    proxy.restore();
+
+    await_watch("taken", &mut member.presences(), |p| *p == Presence::Taken).await;
+    assert!(member.is_lost());
+    assert_eq!(
+        bounded("the loss", PATIENCE, member.lost()).await,
+        Loss::SessionExpired
+    );
+    bounded("leave", PATIENCE, member.leave()).await.unwrap();
+    let (data, after) = taker.get_data(&node).await.unwrap();
+    assert_eq!(data, b"taker's");
+    assert_eq!(
+        (after.version, after.mzxid, after.ephemeral_owner),
+        (taken.version, taken.mzxid, taker.session_id().0)
+    );
+    taker.delete(&node, None).await.unwrap();
+    fx.nothing_left().await;
+    s.close();
 }

@@ -1,5 +1,5 @@
-//! Holding something in ZooKeeper (a lock, a leadership) while CMD runs, and stopping CMD
-//! as soon as it is lost.
+//! Holding something in ZooKeeper (a lock, a lease, a leadership, a group membership)
+//! while CMD runs, and stopping CMD as soon as it is lost.
 //!
 //! * CMD starts only while what is held is still trusted; it gets the holding's
 //!   variables ([`Kind`]) in its environment.
@@ -22,7 +22,7 @@ use std::process::ExitStatus;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 use tracing::{info_span, warn, Instrument};
-use zk_recipes::{Hold, Loss, Result};
+use zk_recipes::{Hold, Loss, Membership, Result};
 
 use crate::args::Run;
 use crate::child::{self, Child, SpawnError};
@@ -69,11 +69,75 @@ pub const MEMBERSHIP: Kind = Kind {
 
 impl Kind {
     /// CMD's variables for `held`.
-    fn env(self, held: &dyn Hold) -> Vec<(&'static str, String)> {
+    fn env(self, held: &impl Held) -> Vec<(&'static str, String)> {
         vec![
             (self.node, held.node().to_owned()),
-            (self.token, held.fencing_token().to_string()),
+            (self.token, held.token().to_string()),
         ]
+    }
+}
+
+/// What CMD runs under: a [`Hold`] (a lock, a lease, a leadership), or a group
+/// membership ([`Member`]), which is no `Hold` (it offers no fenced writes).
+pub trait Held: Send + Sync {
+    /// Full path of its node.
+    fn node(&self) -> &str;
+    /// What CMD gets as its token: a hold's fencing token, a member's zxid.
+    fn token(&self) -> u64;
+    /// Resolves once it can no longer be trusted (cancel safe).
+    fn lost(&self) -> impl Future<Output = Loss> + Send;
+    /// Resolves once someone asked the holder to let go; never for a member, whom nobody
+    /// asks (cancel safe).
+    fn revocation_requested(&self) -> impl Future<Output = Result<()>> + Send;
+    /// Lets go and returns once its node is gone.
+    fn release(self) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl<H: Hold + 'static> Held for H {
+    fn node(&self) -> &str {
+        Hold::node(self)
+    }
+
+    fn token(&self) -> u64 {
+        self.fencing_token()
+    }
+
+    fn lost(&self) -> impl Future<Output = Loss> + Send {
+        Hold::lost(self)
+    }
+
+    fn revocation_requested(&self) -> impl Future<Output = Result<()>> + Send {
+        Hold::revocation_requested(self)
+    }
+
+    fn release(self) -> impl Future<Output = Result<()>> + Send {
+        Hold::release(Box::new(self))
+    }
+}
+
+/// A group membership that CMD runs under.
+#[derive(Debug)]
+pub struct Member(pub Membership);
+
+impl Held for Member {
+    fn node(&self) -> &str {
+        self.0.node()
+    }
+
+    fn token(&self) -> u64 {
+        self.0.created()
+    }
+
+    fn lost(&self) -> impl Future<Output = Loss> + Send {
+        self.0.lost()
+    }
+
+    fn revocation_requested(&self) -> impl Future<Output = Result<()>> + Send {
+        std::future::pending()
+    }
+
+    fn release(self) -> impl Future<Output = Result<()>> + Send {
+        self.0.leave()
     }
 }
 
@@ -113,7 +177,7 @@ impl Outcome {
 /// [`hold`]), then releases it. Returns zk-recipes' exit status.
 ///
 /// `acquiring` gives `None` when it gave up in time (`--timeout`).
-pub async fn acquire_and_run<H: Hold + 'static>(
+pub async fn acquire_and_run<H: Held>(
     acquiring: impl Future<Output = Result<Option<H>>>,
     kind: Kind,
     run: &Run,
@@ -129,7 +193,7 @@ pub async fn acquire_and_run<H: Hold + 'static>(
         Ok(Ok(Some(held))) => held,
     };
     let outcome = hold(&held, kind, run, signals).await;
-    match (Hold::release(Box::new(held)).await, &outcome) {
+    match (held.release().await, &outcome) {
         (Ok(()), _) | (Err(_), Outcome::Lost) => {}
         // Only a delete the servers refuse: the node stays until the session ends.
         (Err(err), _) => warn!(%err, "release refused; the node goes with the session"),
@@ -139,7 +203,7 @@ pub async fn acquire_and_run<H: Hold + 'static>(
 
 /// Runs CMD (or, without one, waits for a signal) while `held` is trusted; stops CMD when
 /// it is lost.
-pub async fn hold(held: &dyn Hold, kind: Kind, run: &Run, signals: &mut Signals) -> Outcome {
+pub async fn hold(held: &impl Held, kind: Kind, run: &Run, signals: &mut Signals) -> Outcome {
     let env = kind.env(held);
     // Lost since it was acquired: CMD must not start.
     if let Some(loss) = already(held.lost()).await {
@@ -178,7 +242,7 @@ pub async fn hold(held: &dyn Hold, kind: Kind, run: &Run, signals: &mut Signals)
 
 /// Waits for CMD, passing signals on, and stops it if `held` is lost.
 async fn supervise(
-    held: &dyn Hold,
+    held: &impl Held,
     kind: Kind,
     mut child: Child,
     run: &Run,

@@ -7,7 +7,9 @@
 //!   `ZK_MEMBER_NODE` and `ZK_MEMBER_ZXID` (the zxid that created the node).
 //! * **Taken.** An ID held by another live session is refused before CMD starts (exit 69,
 //!   nothing created). If another session takes the ID while this member's session had
-//!   expired, the membership is over: CMD is stopped as `lock` stops it on a loss (exit 79).
+//!   expired, the membership is over: CMD is stopped as `lock` stops it on a loss (exit 79),
+//!   and the taker's node is never written or deleted. A membership is no
+//!   [`Hold`](zk_recipes::Hold): it runs CMD as a [`held::Member`].
 //! * **Signals, CMD's group, no CMD.** As `lock` and `elect` ([`held`]): without CMD, the
 //!   member's node and zxid are printed and it stays a member until a signal.
 
@@ -33,7 +35,10 @@ impl OnSession for Join {
             Ok(group) => group,
             Err(err) => return status::report(&err),
         };
-        let joining = async { group.join(&self.id, self.data.as_bytes()).await.map(Some) };
+        let joining = async {
+            let joined = group.join(&self.id, self.data.as_bytes()).await;
+            joined.map(|membership| Some(held::Member(membership)))
+        };
         held::acquire_and_run(joining, held::MEMBERSHIP, &self.run, signals).await
     }
 }

@@ -8,12 +8,15 @@
 //! `status` tells them (see [`view`](crate::view)): the writer or every reader of a
 //! read/write lock, the first of a lock or an election. Exits 0 having asked at least one
 //! holder (each node asked is printed on stdout), [`NOBODY`](crate::status::NOBODY) if
-//! nobody holds PATH.
+//! nobody holds PATH. Only a contender's node is written, by the library's rule
+//! ([`zk_recipes::revoke`]): a group member, even one whose id ends in ten digits, is never
+//! asked.
 
 use clap::ValueEnum;
-use zk_recipes::{Hold, Mutex, Result, RwLock, Session};
+use zk_recipes::{Mutex, Result, RwLock, Session};
 
 use crate::args::{Connection, Revoke};
+use crate::held::Held;
 use crate::observe::recipe;
 use crate::say::say;
 use crate::session::OnSession;
@@ -33,7 +36,7 @@ pub enum OnRevoke {
 
 /// Resolves once `held` should be let go because someone asked and `on_revoke` says to
 /// release; never otherwise (cancel safe).
-pub async fn revoked(held: &dyn Hold, on_revoke: OnRevoke) {
+pub async fn revoked(held: &impl Held, on_revoke: OnRevoke) {
     if on_revoke == OnRevoke::Release && held.revocation_requested().await.is_ok() {
         return;
     }

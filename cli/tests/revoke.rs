@@ -73,3 +73,29 @@ echo "$ZK_LEADER_NODE" > "$0"; sleep 60 & wait"#;
     assert_eq!(exit_within(&mut elect, PATIENCE).await.code(), Some(80));
     assert!(test.children().await.is_empty());
 }
+
+/// `revoke` asks contenders only (issue 33 §5): on a group's path, a member whose id ends
+/// in ten digits (`web-1700000000`, a node that looks sequential) is nobody to ask; its
+/// address is not overwritten, and `revoke` says nobody was asked.
+#[tokio::test]
+async fn revoke_on_a_group_leaves_a_member_whose_id_ends_in_ten_digits_alone() {
+    let test = Test::new("revoke-member").await;
+    let session = zk_recipes::Session::connect(&test.hosts).await.unwrap();
+    let group = zk_recipes::Group::new(&session, &test.root).unwrap();
+    let member = group.join("web-1700000000", "10.0.0.7:80").await.unwrap();
+    let observer = zk_harness::observer(&test.hosts).await;
+    let before = observer.get_data(member.node()).await.unwrap();
+
+    let (asked, _) = output_within(&mut test.command(&["revoke", &test.root])).await;
+    let after = observer.get_data(member.node()).await.unwrap();
+    member.leave().await.unwrap();
+    assert!(test.children().await.is_empty());
+
+    assert_eq!(
+        (after.0.as_slice(), after.1.version),
+        (&b"10.0.0.7:80"[..], before.1.version),
+        "the member's node was written: {asked:?}"
+    );
+    assert_eq!(asked.status.code(), Some(81), "{asked:?}");
+    assert!(asked.stdout.is_empty(), "{asked:?}");
+}

@@ -4,20 +4,17 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use tokio::sync::{oneshot, watch};
 use tracing::{debug, info, info_span, warn, Instrument};
-use zookeeper_client::{Client, CreateMode, EventType};
+use zookeeper_client::{Client, CreateMode, EventType, SessionState};
 
 use super::Group;
 use crate::acl::NodeAcl;
 use crate::error::outcome_unknown;
 use crate::error::{Error, Result};
-use crate::fenced::{Fence, Fenced};
-use crate::guard::Hold;
 use crate::queue::{spawn_removal, Removal};
 use crate::session::{reconnected, retry, Session};
-use crate::trust::{Loss, Trust};
+use crate::trust::Loss;
 
 /// The pause before making the node again after an attempt that failed for a reason that
 /// passes (connection, expiry); it doubles up to [`MAX_PAUSE`].
@@ -48,22 +45,41 @@ pub enum Presence {
 /// Dropping it deletes the node in the background: to join again under the same id on the
 /// same session, [`leave`](Self::leave) first (a join that comes before the delete finds
 /// the id taken).
+///
+/// # No fenced writes
+///
+/// A membership is no [`Hold`](crate::Hold) and offers no [`fenced`](crate::Fenced) writes,
+/// because the servers cannot tell its node from another. A hold's identity is its node,
+/// checked on the server: a lock's node is named with a uuid of its own (`_c_<uuid>-…`), so
+/// a node at that path is the one the hold made. A member's node is named by its id,
+/// `<path>/<id>`, a path any session may create again once it is gone (another replica
+/// joining with the same id, an operator); a ZooKeeper multi can check only a node's
+/// existence or its data version, and a node made again (by another replica running this
+/// very code) has the same versions. So no check sent to the servers proves that the node
+/// at `<path>/<id>` is the one this membership made, and a write fenced by it could commit
+/// after the id was taken. Fence writes with what has a node of its own: a
+/// [`Mutex`](crate::Mutex) guard or a [`Leadership`](crate::Leadership).
+///
+/// ```compile_fail
+/// # fn demo(member: zk_recipes::Membership) {
+/// use zk_recipes::Hold;
+/// let _ = member.fenced(); // no such method: a membership fences nothing
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Membership {
     id: Arc<str>,
     node: Arc<str>,
     created: u64,
-    session: Session,
-    acl: NodeAcl,
-    /// The client of the session the node was last made on (for fenced writes).
-    current: Current,
     presence: watch::Receiver<Presence>,
+    /// Why the membership ended, once it did: it is no longer kept.
+    ended: watch::Receiver<Option<Loss>>,
     stop: Option<oneshot::Sender<()>>,
     done: Option<oneshot::Receiver<Result<()>>>,
 }
 
-/// The client of the session the node was last made on, as the task updates it.
-type Current = Arc<std::sync::Mutex<Weak<Client>>>;
+/// Where the task publishes: the presence, and why the membership ended.
+type Publish = (watch::Sender<Presence>, watch::Sender<Option<Loss>>);
 
 /// What the task keeps: the node, its data, and where it goes.
 #[derive(Debug)]
@@ -91,17 +107,16 @@ impl Membership {
             acl: group.acl,
         };
         let node = claim.node.clone();
-        let current = Current::default();
         let (presence_tx, presence) = watch::channel(Presence::Absent);
+        let (ended_tx, ended) = watch::channel(None);
         let (stop, stopped) = oneshot::channel();
         let (joined_tx, joined) = oneshot::channel();
         let (done_tx, done) = oneshot::channel();
         let span = info_span!("zk.group.member", %node);
         let session = claim.session.clone();
-        let made_on = current.clone();
         session.spawn(
             async move {
-                let ended = keep(claim, (presence_tx, made_on), joined_tx, stopped).await;
+                let ended = keep(claim, (presence_tx, ended_tx), joined_tx, stopped).await;
                 let _ = done_tx.send(ended);
             }
             .instrument(span),
@@ -112,10 +127,8 @@ impl Membership {
             id: id.into(),
             node,
             created,
-            session,
-            acl: group.acl,
-            current,
             presence,
+            ended,
             stop: Some(stop),
             done: Some(done),
         })
@@ -132,7 +145,7 @@ impl Membership {
     }
 
     /// The zxid that created the member's node when it joined (a node made again after
-    /// expiry has a greater one): what [`Hold::fencing_token`] gives.
+    /// expiry has a greater one).
     pub fn created(&self) -> u64 {
         self.created
     }
@@ -145,6 +158,27 @@ impl Membership {
     /// The presence as it changes.
     pub fn presences(&self) -> watch::Receiver<Presence> {
         self.presence.clone()
+    }
+
+    /// Whether the membership is over: the id was taken by another session while this one
+    /// was away ([`Presence::Taken`]), or the node went and can no longer be made again
+    /// (the session was closed, the servers refused the create). An expiry, or a deletion,
+    /// is no loss while the node is being made again.
+    pub fn is_lost(&self) -> bool {
+        self.ended.borrow().is_some() || self.ended.has_changed().is_err()
+    }
+
+    /// Resolves once the membership is over (see [`is_lost`](Self::is_lost)); says how its
+    /// node went: [`Loss::NodeDeleted`] (deleted, or found another session's) or
+    /// [`Loss::SessionExpired`] before it was taken or could not be made again;
+    /// [`Loss::Closed`] once the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) -> Loss {
+        let mut ended = self.ended.clone();
+        let loss = ended.wait_for(Option::is_some).await.map(|loss| *loss);
+        loss.ok().flatten().unwrap_or(Loss::Closed)
     }
 
     /// Leaves the group: deletes the node and returns once it is gone (deleted, or gone
@@ -168,62 +202,6 @@ impl Membership {
     }
 }
 
-/// A membership as a [`Hold`], so that what runs under a lock or a leadership can run as a
-/// member too (`zk-recipes join -- CMD`). It is lost only when it can no longer be kept: the
-/// id was taken by another session while this one was away ([`Presence::Taken`],
-/// reported as [`Loss::NodeDeleted`]), or the membership ended (the session closed:
-/// [`Loss::Closed`]). An expiry is no loss: the node is made again.
-#[async_trait]
-impl Hold for Membership {
-    fn fencing_token(&self) -> u64 {
-        self.created
-    }
-
-    fn node(&self) -> &str {
-        &self.node
-    }
-
-    fn is_lost(&self) -> bool {
-        self.presence() == Presence::Taken || self.presence.has_changed().is_err()
-    }
-
-    async fn lost(&self) -> Loss {
-        let mut presences = self.presence.clone();
-        let taken = presences
-            .wait_for(|presence| *presence == Presence::Taken)
-            .await;
-        match taken.map(|_| ()) {
-            Ok(()) => Loss::NodeDeleted,
-            Err(_) => Loss::Closed,
-        }
-    }
-
-    async fn release(self: Box<Self>) -> Result<()> {
-        self.leave().await
-    }
-
-    /// A transaction that commits only while the member's node exists on the session it
-    /// was last made on (a membership made again after expiry fences on the new node).
-    fn fenced(&self) -> Fenced {
-        let client = self.current.lock().map(|c| c.clone()).unwrap_or_default();
-        let liveness = client.upgrade().and_then(|c| self.session.liveness(&c));
-        let (trust, _report) = Trust::new(liveness);
-        Fence::new(
-            self.acl,
-            Some(self.session.clone()),
-            client,
-            &self.node,
-            trust,
-        )
-        .fenced()
-    }
-
-    /// Nobody asks a member to let go: it never resolves.
-    async fn revocation_requested(&self) -> Result<()> {
-        std::future::pending().await
-    }
-}
-
 impl Drop for Membership {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -233,9 +211,10 @@ impl Drop for Membership {
 }
 
 /// Makes the node, tells `joined`, and keeps the node until `stopped` (then deletes it).
+/// Publishes the presence, and why the membership ended if it ends before `stopped`.
 async fn keep(
     claim: Claim,
-    (presence, made_on): (watch::Sender<Presence>, Current),
+    (presence, ended): Publish,
     joined: oneshot::Sender<Result<u64>>,
     mut stopped: oneshot::Receiver<()>,
 ) -> Result<()> {
@@ -251,7 +230,6 @@ async fn keep(
             return Ok(());
         }
     };
-    set(&made_on, &client);
     presence.send_replace(Presence::Present);
     info!("joined");
     if joined
@@ -262,45 +240,49 @@ async fn keep(
         return claim.remove(client).await;
     }
     loop {
-        tokio::select! {
+        let went = tokio::select! {
             biased;
             _ = &mut stopped => break,
-            () = claim.session.closed() => return Ok(()),
-            () = claim.gone(&client) => {}
-        }
+            () = claim.session.closed() => return closed(&ended),
+            went = claim.gone(&client) => went,
+        };
         presence.send_replace(Presence::Absent);
-        warn!("the node went; making it again");
+        warn!(?went, "the node went; making it again");
         let remade = tokio::select! {
             biased;
             // The create may have been sent: remove what it made.
             _ = &mut stopped => return claim.remove_if_made().await,
-            () = claim.session.closed() => return Ok(()),
+            () = claim.session.closed() => return closed(&ended),
             remade = claim.remake(owner) => remade,
         };
         match remade {
             Ok(remade) => {
                 (client, owner) = remade;
-                set(&made_on, &client);
                 presence.send_replace(Presence::Present);
                 info!("made again");
             }
             Err(Error::IdTaken { node }) => {
                 warn!(%node, "the id was taken by another session meanwhile; not taking it back");
+                // Lost first: whoever sees it taken sees it lost.
+                ended.send_replace(Some(went));
                 presence.send_replace(Presence::Taken);
+                // Nothing more is done: the node at the path is another session's.
                 let _ = stopped.await;
                 return Ok(());
             }
-            Err(err) => return Err(err),
+            Err(err) => {
+                ended.send_replace(Some(went));
+                return Err(err);
+            }
         }
     }
     claim.remove(client).await
 }
 
-/// Records the client the node was made on.
-fn set(current: &Current, client: &Weak<Client>) {
-    if let Ok(mut current) = current.lock() {
-        *current = client.clone();
-    }
+/// Publishes that the membership ended with its session closed.
+fn closed(ended: &watch::Sender<Option<Loss>>) -> Result<()> {
+    ended.send_replace(Some(Loss::Closed));
+    Ok(())
 }
 
 impl Claim {
@@ -413,11 +395,14 @@ impl Claim {
         }
     }
 
-    /// Resolves once the node made on `client` is gone: deleted, found someone else's, or
-    /// its session ended. Holds the client only while a request is in flight.
-    async fn gone(&self, client: &Weak<Client>) {
+    /// Resolves once the node made on `client` is gone: deleted or found someone else's
+    /// ([`Loss::NodeDeleted`]), or gone with its session ([`Loss::SessionExpired`],
+    /// [`Loss::Closed`]). Holds the client only while a request is in flight.
+    async fn gone(&self, client: &Weak<Client>) -> Loss {
         loop {
-            let Some(live) = client.upgrade() else { return };
+            let Some(live) = client.upgrade() else {
+                return Loss::SessionExpired;
+            };
             let ours = live.session_id().0;
             let watching = live.check_and_watch_stat(&self.node);
             let (stat, watcher) = match watching.await {
@@ -425,13 +410,12 @@ impl Claim {
                 Err(err) if outcome_unknown(&err) => {
                     debug!(%err, "cannot look at the node; again once connected");
                     if reconnected(&live).await.is_err() {
-                        return;
+                        return Loss::SessionExpired;
                     }
                     continue;
                 }
-                Err(
-                    zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed,
-                ) => return,
+                Err(zookeeper_client::Error::SessionExpired) => return Loss::SessionExpired,
+                Err(zookeeper_client::Error::ClientClosed) => return Loss::Closed,
                 Err(err) => {
                     warn!(%err, "cannot look at the node; again after a pause");
                     drop(live);
@@ -442,11 +426,15 @@ impl Claim {
             drop(live);
             match stat {
                 Some(stat) if stat.ephemeral_owner == ours => {}
-                _ => return,
+                _ => return Loss::NodeDeleted,
             }
             let event = watcher.changed().await;
             match event.event_type {
-                EventType::NodeDeleted | EventType::Session => return,
+                EventType::NodeDeleted => return Loss::NodeDeleted,
+                EventType::Session if event.session_state == SessionState::Closed => {
+                    return Loss::Closed
+                }
+                EventType::Session => return Loss::SessionExpired,
                 // Written into (a hint), or anything else: look again.
                 _ => debug!(?event.event_type, "the node changed; looking again"),
             }

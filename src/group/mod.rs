@@ -50,7 +50,12 @@ pub struct Member {
 ///   expired that session, but the server we talk to has not applied the deletion yet) is
 ///   waited for, then made again. If, while the membership was away (expired), another
 ///   session made the id its own, the membership does not steal it back: its
-///   [`presence`](Membership::presence) turns [`Presence::Taken`].
+///   [`presence`](Membership::presence) turns [`Presence::Taken`], it
+///   [`is_lost`](Membership::is_lost), and it never writes into or deletes that node.
+/// * **No fenced writes.** A member's node is named by its id, a path any session may
+///   create again, so the servers cannot prove that it is the node this membership made:
+///   a [`Membership`] offers no fenced writes (its docs say why). Fence with a lock or a
+///   leadership.
 /// * **Views.** [`Group::watch_members`] and
 ///   [`LeaderElection::watch_leader`](crate::LeaderElection::watch_leader) are
 ///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling: one

@@ -337,7 +337,8 @@ impl Creating {
             blockers: self.blockers,
             armed: true,
             handoff: None,
-            node,
+            asked: Arc::default(),
+            node: node.into_boxed_str(),
             czxid,
         })
     }

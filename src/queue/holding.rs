@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -120,11 +120,18 @@ impl Holding {
         self.contender.as_ref().map_or(0, Contender::token)
     }
 
-    /// The ACL of the nodes its session creates, its session, and the client of the
-    /// session its node belongs to (none once released).
-    pub(crate) fn owner(&self) -> Option<(NodeAcl, Session, Weak<Client>)> {
+    /// The ACL of the nodes its session creates, its session, the client of the session
+    /// its node belongs to, and the node's latch of a request to let go, shared by every
+    /// handle of the node (none once released).
+    pub(crate) fn owner(&self) -> Option<(NodeAcl, Session, Weak<Client>, Arc<AtomicBool>)> {
         let c = self.contender.as_ref()?;
-        Some((c.session.node_acl(), c.session.clone(), c.client.clone()))
+        let session = c.session.clone();
+        Some((
+            session.node_acl(),
+            session,
+            c.client.clone(),
+            c.asked.clone(),
+        ))
     }
 
     /// Stops watching and gives the contender back, to wait or hold again.
@@ -197,7 +204,7 @@ impl Drop for Holding {
 /// What the monitor of a holding needs; no strong reference to the client or the session.
 struct Watching {
     client: Weak<Client>,
-    node: String,
+    node: Box<str>,
     /// The holding's trust: whether its loss is awaited, and what the servers confirmed.
     trust: Trust,
     /// How long a suspended connection is tolerated (`None`: not at all).

@@ -53,7 +53,7 @@ impl Contender {
     /// Cancel safe: the removal goes on in the background.
     pub(crate) async fn leave(mut self) -> Result<Left> {
         self.armed = false;
-        let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
+        let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
         spawn_removal(&self.session, self.client.clone(), removal).await
     }
 
@@ -76,7 +76,7 @@ impl Contender {
 impl Drop for Contender {
     fn drop(&mut self) {
         if self.armed {
-            let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
+            let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
             drop(spawn_removal(&self.session, self.client.clone(), removal));
         }
     }

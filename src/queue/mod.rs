@@ -102,6 +102,7 @@ mod waiting;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -116,7 +117,7 @@ use crate::session::{disconnected, retry, Session};
 use holding::NODE_WATCH_DELAY;
 pub(crate) use holding::{Holding, NodeWatch};
 pub(crate) use leaving::{spawn_removal, Left, Removal};
-pub(crate) use order::{sequence, sort_contenders};
+pub(crate) use order::{sort_contenders, split_sequence};
 pub(crate) use waiting::Turn;
 
 /// The most data a contender node may carry: ZooKeeper servers drop a connection whose
@@ -511,8 +512,9 @@ pub(crate) struct Contender {
     /// The client of the session the node belongs to. Weak: only [`Session`] keeps a
     /// client alive, so that closing it ends the ZooKeeper session.
     client: Weak<Client>,
-    /// Full path of the node; the root is its parent.
-    node: String,
+    /// Full path of the node; the root is its parent. Boxed: a waiting acquisition keeps
+    /// the contender, and is the smaller for it.
+    node: Box<str>,
     czxid: i64,
     place: Place,
     /// Who keeps it from holding, and who signals.
@@ -521,6 +523,11 @@ pub(crate) struct Contender {
     armed: bool,
     /// While it waits: what it watches so that a hand-off needs no request.
     handoff: Option<Box<handoff::HandOff>>,
+    /// Latched once a request to let go was seen in the node. A request belongs to the
+    /// node: every holding, fence, guard and leadership made for it shares this one latch
+    /// (a leader's later terms on the node too), so none misses a request that another
+    /// handle saw before the holder's own write (a proclamation) replaced the marker.
+    asked: Arc<AtomicBool>,
 }
 
 /// Where a contender stands, as far as it knows.

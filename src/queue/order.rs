@@ -9,21 +9,27 @@ pub(crate) const SEQUENCE_DIGITS: usize = 10;
 /// counter, so the suffix is 10 digits, `-` and 9 digits once the counter wrapped, or `-`
 /// and 10 digits (told from a positive number by the separator before the sign).
 pub(crate) fn sequence(name: &str) -> Option<i32> {
+    split_sequence(name).map(|(_, seq)| seq)
+}
+
+/// A sequential node's name as what its creator named it (the part before the sequence
+/// number) and its sequence number (see [`sequence`]).
+pub(crate) fn split_sequence(name: &str) -> Option<(&str, i32)> {
     let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let tail = |n: usize| name.len().checked_sub(n).and_then(|i| name.get(i..));
-    let before_sign = name
-        .len()
-        .checked_sub(SEQUENCE_DIGITS + 2)
-        .and_then(|i| name.get(i..=i));
-    if let (Some(long), Some("-" | "_")) = (tail(SEQUENCE_DIGITS + 1), before_sign) {
-        if long.strip_prefix('-').is_some_and(all_digits) {
-            return long.parse().ok();
+    let split = |n: usize| {
+        let at = name.len().checked_sub(n)?;
+        name.is_char_boundary(at).then(|| name.split_at(at))
+    };
+    if let Some((head, long)) = split(SEQUENCE_DIGITS + 1) {
+        if head.ends_with(['-', '_']) && long.strip_prefix('-').is_some_and(all_digits) {
+            return long.parse().ok().map(|seq| (head, seq));
         }
     }
-    let short = tail(SEQUENCE_DIGITS)?;
-    all_digits(short.strip_prefix('-').unwrap_or(short))
-        .then(|| short.parse().ok())
-        .flatten()
+    let (head, short) = split(SEQUENCE_DIGITS)?;
+    if !all_digits(short.strip_prefix('-').unwrap_or(short)) {
+        return None;
+    }
+    short.parse().ok().map(|seq| (head, seq))
 }
 
 /// Queue order of two sequence numbers, read as serial numbers: correct across the 32-bit
@@ -112,6 +118,21 @@ mod tests {
         assert_eq!(sequence("config"), None);
         assert_eq!(sequence(""), None);
         assert_eq!(sequence("lock-2147483648"), None);
+        assert_eq!(sequence("é0000000001"), Some(1));
+        assert_eq!(sequence("éééééé"), None);
+        assert_eq!(
+            split_sequence("_c_1b2c-lock-0000000007"),
+            Some(("_c_1b2c-lock-", 7))
+        );
+        assert_eq!(
+            split_sequence("_c_1b2c-lock--000000001"),
+            Some(("_c_1b2c-lock-", -1))
+        );
+        assert_eq!(
+            split_sequence("b7__lock__-2147483647"),
+            Some(("b7__lock__", -2147483647))
+        );
+        assert_eq!(split_sequence("member-0000000001"), Some(("member-", 1)));
     }
 
     #[test]

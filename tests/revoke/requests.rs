@@ -265,3 +265,120 @@ async fn a_wait_on_a_leadership_clone_ends_when_another_clone_resigns() {
     await_empty(&observer, &root).await;
     assert!(zk.watchers(&node).await.is_empty());
 }
+
+/// A request to let go belongs to the node, heard by every handle of it (issue 33 §2): a
+/// leader asked, which then proclaims (its own write replaces the marker), and whose
+/// connection is cut long enough to suspend (the session survives), leads again on the
+/// same node with the same term; the new leadership hears the request made to its node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_heard_before_a_proclaim_is_heard_by_the_next_term_on_the_node() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("revoke-next-term");
+    let observer = observer(&zk.connect_string()).await;
+    let proxy = zk.proxy(0).await;
+    let leader = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&leader, &root, "node-a").unwrap();
+    let candidate = election.join().await.unwrap();
+    let first = candidate.leadership().await.unwrap();
+    assert!(revoke(&observer_session(zk).await, first.node())
+        .await
+        .unwrap());
+    first.proclaim(b"10.0.0.7:8080").await.unwrap();
+
+    proxy.cut();
+    let loss = bounded("the cut suspends the leadership", PATIENCE, first.lost()).await;
+    proxy.restore();
+    let next = bounded("it leads again", PATIENCE, candidate.leadership())
+        .await
+        .unwrap();
+    let heard = tokio::time::timeout(PATIENCE, next.revocation_requested()).await;
+    let (term, node) = (next.term(), next.node().to_owned());
+    let data = observer.get_data(&node).await.unwrap().0;
+    candidate.resign().await.unwrap();
+    await_empty(&observer, &root).await;
+
+    assert_eq!(loss, zk_recipes::Loss::Suspended);
+    assert_eq!(
+        (term, node.as_str()),
+        (first.term(), first.node()),
+        "a new term on the same node"
+    );
+    assert_eq!(
+        data, b"node-a\x0010.0.0.7:8080",
+        "the marker was overwritten"
+    );
+    assert!(
+        matches!(heard, Ok(Ok(()))),
+        "the next term on the asked node never hears the request: {heard:?}"
+    );
+}
+
+/// `revoke` asks contenders only (issue 33 §5): a group member whose id ends in ten digits
+/// (`member-0000000001`, an ephemeral node that looks sequential) is no contender; nobody
+/// is asked and its data is not touched.
+#[tokio::test(flavor = "multi_thread")]
+async fn revoke_of_a_group_member_whose_id_ends_in_ten_digits_writes_nothing() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("revoke-member");
+    let observer = observer(&zk.connect_string()).await;
+    let member_session = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let asker = observer_session(zk).await;
+    let group = zk_recipes::Group::new(&member_session, &root).unwrap();
+    let member = group
+        .join("member-0000000001", "10.0.0.1:80")
+        .await
+        .unwrap();
+    let before = observer.get_data(member.node()).await.unwrap();
+
+    let asked = revoke(&asker, member.node()).await;
+    let asked_all = Mutex::new(&asker, &root).unwrap().revoke_holders().await;
+    let after = observer.get_data(member.node()).await.unwrap();
+    member.leave().await.unwrap();
+    await_empty(&observer, &root).await;
+
+    assert!(matches!(asked, Ok(false)), "{asked:?}");
+    assert!(
+        matches!(&asked_all, Ok(asked) if asked.is_empty()),
+        "{asked_all:?}"
+    );
+    assert_eq!(
+        (after.0.as_slice(), after.1.version, after.1.mzxid),
+        (&b"10.0.0.1:80"[..], before.1.version, before.1.mzxid),
+        "the member's node was written"
+    );
+}
+
+/// Foreign contenders are told by their names too (issue 33 §5): a kazoo `Lock`'s node
+/// (`<hex>__lock__<seq>`) and a kazoo `ReadLock`'s (`<hex>__rlock__<seq>`), made by the
+/// real kazoo, are asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn kazoos_lock_and_read_lock_holders_are_asked() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("revoke-kazoo");
+    let observer = observer(&zk.connect_string()).await;
+    let asker = observer_session(zk).await;
+    let mut peer = zk_harness::peers::Peer::kazoo(zk, &root).await;
+
+    let locked = peer.call("lock").await;
+    let node = locked
+        .strip_prefix("locked ")
+        .expect("locked <node>")
+        .to_owned();
+    let asked_lock = revoke(&asker, &node).await;
+    let lock_data = observer.get_data(&node).await.unwrap().0;
+    assert_eq!(peer.call("unlock").await, "unlocked");
+
+    assert_eq!(peer.call("read").await, "read");
+    let reader = zk_harness::children(&observer, &root).await;
+    let reader = format!("{root}/{}", reader.first().expect("the reader's node"));
+    let asked_reader = revoke(&asker, &reader).await;
+    assert_eq!(peer.call("unread").await, "unread");
+    peer.quit().await;
+    await_empty(&observer, &root).await;
+
+    assert!(node.contains("__lock__"), "{node}");
+    assert!(reader.contains("__rlock__"), "{reader}");
+    assert!(matches!(asked_lock, Ok(true)), "{asked_lock:?}");
+    assert_eq!(lock_data, b"__REVOKE__");
+    assert!(matches!(asked_reader, Ok(true)), "{asked_reader:?}");
+}
