@@ -18,6 +18,7 @@ use zk_recipes::{Mutex, Result, RwLock, Session};
 use crate::args::{Connection, Revoke};
 use crate::held::Held;
 use crate::observe::recipe;
+use crate::output;
 use crate::say::say;
 use crate::session::OnSession;
 use crate::signals::Signals;
@@ -57,8 +58,11 @@ impl OnSession for Revoke {
                 status::NOBODY
             }
             Ok(Ok(asked)) => {
+                // A reader that has gone is no failure: every holder was asked already.
                 for node in asked {
-                    println!("{node}");
+                    if !output::print(&output::shown(&node)) {
+                        break;
+                    }
                 }
                 0
             }

@@ -99,3 +99,19 @@ async fn revoke_on_a_group_leaves_a_member_whose_id_ends_in_ten_digits_alone() {
     assert_eq!(asked.status.code(), Some(81), "{asked:?}");
     assert!(asked.stdout.is_empty(), "{asked:?}");
 }
+
+/// `revoke` whose stdout was closed before it printed (`revoke PATH | true`) has asked the
+/// holder all the same: it exits 0, not with a panic on the broken pipe.
+#[tokio::test]
+async fn revoke_into_a_closed_pipe_asks_and_exits_0() {
+    let test = Test::new("revoke-closed-pipe").await;
+    let (_session, guard) = test.hold_lock().await;
+
+    let mut revoke = test.command(&["revoke", &test.root]);
+    let mut revoke = support::start(revoke.stdout(support::closed_pipe()));
+    assert_eq!(exit_within(&mut revoke, PATIENCE).await.code(), Some(0));
+    let asked = tokio::time::timeout(PATIENCE, guard.revocation_requested()).await;
+    assert!(matches!(asked, Ok(Ok(()))), "{asked:?}");
+    guard.release().await.expect("release");
+    assert!(test.children().await.is_empty());
+}
