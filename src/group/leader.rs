@@ -1,13 +1,15 @@
 //! The leader of an election as a live value: [`LeaderElection::watch_leader`].
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 use tokio::sync::watch;
 use tracing::info_span;
 use zookeeper_client::Client;
 
-use super::view::{self, View};
+use super::view::{self, read_nodes, NodeWatches, View};
 use crate::election::{LeaderElection, Participant};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::path;
 use crate::proclaim::participant;
 use crate::queue::sort_contenders;
@@ -38,10 +40,14 @@ impl LeaderElection {
     }
 }
 
-/// The leader view: the first contender, its id read when it changes.
+/// The leader view: the first contender, read when it changes, and again when its node's
+/// data watch fires (it proclaimed, or someone wrote into its node).
 #[derive(Default)]
 struct LeaderView {
     leader: Option<Participant>,
+    watches: NodeWatches,
+    /// The names of the nodes whose watches fired since the last reading.
+    stale: BTreeSet<String>,
 }
 
 #[async_trait]
@@ -58,23 +64,26 @@ impl View for LeaderView {
         // The first that is still there: one that left meanwhile fires the watch again.
         for name in children {
             let node = path::join(root, &name);
-            if self
-                .leader
-                .as_ref()
-                .is_some_and(|leader| leader.node == node)
-            {
+            let known = self.leader.as_ref().is_some_and(|l| l.node == node);
+            if known && !self.stale.contains(&name) {
                 return Ok(self.leader.clone());
             }
-            match client.get_data(&node).await {
-                Ok((data, _)) => {
-                    self.leader = Some(participant(node, &data));
-                    return Ok(self.leader.clone());
-                }
-                Err(zookeeper_client::Error::NoNode) => {}
-                Err(err) => return Err(Error::at(root, err)),
+            let read = read_nodes(client, root, vec![name], Some(&mut self.watches)).await?;
+            if let Some((_, Some((data, _)))) = read.into_iter().next() {
+                // A node this session may not read shows no id.
+                let data = data.unwrap_or_default();
+                self.leader = Some(participant(node, &data));
+                self.stale.clear();
+                return Ok(self.leader.clone());
             }
         }
         self.leader = None;
+        self.stale.clear();
         Ok(None)
+    }
+
+    async fn changed(&mut self) {
+        let fired = self.watches.fired().await;
+        self.stale.extend(fired);
     }
 }

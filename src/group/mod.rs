@@ -5,13 +5,12 @@ mod leader;
 mod membership;
 mod view;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
 use tracing::{info_span, Instrument};
-use view::View as _;
 use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
@@ -22,13 +21,17 @@ use crate::session::Session;
 
 pub use membership::{Membership, Presence};
 
-/// A member of a group, as views see it.
+/// A member of a group, as views see it: one node. A member that left and joined again
+/// under the same id is another node: its `created` differs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// The member's id: its node's name.
     pub id: String,
-    /// Its node's data, as it was when the node was first seen.
-    pub data: Vec<u8>,
+    /// Its node's data, as last read; `None` if this session may not read the node (its
+    /// ACL: [`NodeAcl::CreatorOnly`] of another user): such a member is listed without data.
+    pub data: Option<Vec<u8>>,
+    /// The zxid that created its node (as [`Membership::created`] says): the node's identity.
+    pub created: u64,
 }
 
 /// A group on a path: its members are the nodes `<path>/<id>`.
@@ -160,8 +163,7 @@ impl Group {
             Err(zookeeper_client::Error::NoNode) => Vec::new(),
             listed => listed.map_err(|err| Error::at(&self.root, err))?,
         };
-        MembersView::default()
-            .read(&client, &self.root, children)
+        view::View::read(&mut MembersView::default(), &client, &self.root, children)
             .instrument(info_span!("zk.group.members", path = %self.root))
             .await
     }
@@ -183,7 +185,7 @@ impl Group {
         view::start(
             &self.session,
             self.root.clone(),
-            MembersView::default(),
+            MembersView::following(),
             span,
         )
         .await
@@ -213,10 +215,26 @@ fn check_data(data: &[u8]) -> Result<()> {
     }
 }
 
-/// The members view: ids and data, each member's data read once, when it appears.
+/// The members view: ids and data, keyed by node. Following, it sets a data watch on each
+/// member's node (an exists watch on one it may not read) and reads a member again when its
+/// watch fires: its data was set, or its node was deleted (and maybe made again by another
+/// session). A one-off listing sets none.
 #[derive(Default)]
 struct MembersView {
-    known: BTreeMap<String, Vec<u8>>,
+    known: BTreeMap<String, Member>,
+    /// The node watches, when following.
+    watches: Option<view::NodeWatches>,
+    /// Members whose watch fired: read again at the next listing.
+    stale: BTreeSet<String>,
+}
+
+impl MembersView {
+    fn following() -> MembersView {
+        MembersView {
+            watches: Some(view::NodeWatches::default()),
+            ..MembersView::default()
+        }
+    }
 }
 
 #[async_trait]
@@ -230,31 +248,33 @@ impl view::View for MembersView {
         children: Vec<String>,
     ) -> Result<Vec<Member>> {
         self.known.retain(|id, _| children.contains(id));
-        let new: Vec<String> = children
+        let unread: Vec<String> = children
             .into_iter()
-            .filter(|id| !self.known.contains_key(id))
+            .filter(|id| self.stale.contains(id) || !self.known.contains_key(id))
             .collect();
-        // Sent back to back; a member that left meanwhile is skipped.
-        let reads: Vec<_> = new
-            .iter()
-            .map(|id| client.get_data(&path::join(root, id)))
-            .collect();
-        for (id, read) in new.into_iter().zip(reads) {
-            match read.await {
-                Ok((data, _)) => {
-                    self.known.insert(id, data);
+        let read = view::read_nodes(client, root, unread, self.watches.as_mut()).await?;
+        for (id, read) in read {
+            self.stale.remove(&id);
+            match read {
+                Some((data, stat)) => {
+                    let created = u64::try_from(stat.czxid).unwrap_or_default();
+                    self.known.insert(id.clone(), Member { id, data, created });
                 }
-                Err(zookeeper_client::Error::NoNode) => {}
-                Err(err) => return Err(Error::at(root, err)),
+                // Left meanwhile: the children watch tells.
+                None => {
+                    self.known.remove(&id);
+                }
             }
         }
-        Ok(self
-            .known
-            .iter()
-            .map(|(id, data)| Member {
-                id: id.clone(),
-                data: data.clone(),
-            })
-            .collect())
+        Ok(self.known.values().cloned().collect())
+    }
+
+    async fn changed(&mut self) {
+        if let Some(watches) = &mut self.watches {
+            let fired = watches.fired().await;
+            self.stale.extend(fired);
+        } else {
+            std::future::pending::<()>().await;
+        }
     }
 }
