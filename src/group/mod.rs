@@ -56,22 +56,33 @@ pub struct Member {
 ///   [`presence`](Membership::presence) turns [`Presence::Taken`].
 /// * **Views.** [`Group::watch_members`] and
 ///   [`LeaderElection::watch_leader`](crate::LeaderElection::watch_leader) are
-///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling: one
-///   children watch per view on the server, and only the data of members that appeared is
-///   read. A member's data is read once, when its node is first seen: a later change of a
-///   foreign member's data (Curator's `setThisData`) is not followed.
+///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling. A
+///   member is a node, not a name: a view shows each member's node ([`Member::created`]
+///   tells one from another), and reads it again when it changes. The members view sets one
+///   children watch on the group path and one data watch on each member's node (N members:
+///   N + 1 watches per view, on its session); the leader view, one children watch on the
+///   election path and one data watch on the leader's node. A data watch fires when the
+///   node's data is set (Curator's `setThisData`, a leader's
+///   [`proclaim`](crate::Leadership::proclaim)) and when the node is deleted — also when
+///   another session then makes a node of the same name, during a connection blip included:
+///   the servers fire it after the reconnect. Only the member whose watch fired is read
+///   again (and new members).
+/// * **Nodes the session may not read.** A member node whose ACL denies this session reading
+///   it ([`NodeAcl::CreatorOnly`] of another user) is listed without data (`data` is `None`),
+///   watched with an exists watch instead (it needs no permission), and does not stop the
+///   view or the listing.
 ///
 /// # How stale a view can be
 ///
 /// While connected, a view trails the servers by one notification and one listing (plus one
-/// read per new member), and it is sequentially consistent, as every ZooKeeper read: the
-/// server we talk to may trail the leader a little. A member that dies stays in every view
-/// until the servers expire its session (its session timeout after it was last heard).
-/// While the connection is **suspended**, nothing reaches the view: it keeps showing the
-/// last state it saw (watch [`Session::events`] to know), and catches up as soon as the
-/// connection is back (the servers tell about changes missed meanwhile) or, after expiry,
-/// with a listing on the new session. So a view is stale by at most the time the
-/// connection is down plus one round trip, on top of the member's own session timeout.
+/// read per new or changed member), and it is sequentially consistent, as every ZooKeeper
+/// read: the server we talk to may trail the leader a little. A member that dies stays in
+/// every view until the servers expire its session (its session timeout after it was last
+/// heard). While the connection is **suspended**, nothing reaches the view: it keeps
+/// showing the last state it saw (watch [`Session::events`] to know), and catches up as
+/// soon as the connection is back (the servers tell about changes missed meanwhile) or,
+/// after expiry, with a listing on the new session. So a view is stale by at most the time
+/// the connection is down plus one round trip, on top of the member's own session timeout.
 ///
 /// ```no_run
 /// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
@@ -148,10 +159,11 @@ impl Group {
             .await
     }
 
-    /// The members now, by id; works without joining.
+    /// The members now, by id; works without joining. A member whose node this session may
+    /// not read is listed without data (see [`Group`]). Sets no watch.
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::NoAuth`] if the path cannot be read (not for a member's node).
     /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down:
     ///   it does not wait.
     ///
@@ -169,17 +181,21 @@ impl Group {
     }
 
     /// The members as they change, by id: a receiver that starts with the members now and
-    /// is updated from one children watch (see [`Group`] for how stale it can be). The
+    /// is updated from one children watch and one data watch per member (see [`Group`] for
+    /// how stale it can be): members that join or leave, data set into a member's node, a
+    /// member's node replaced by another of the same name. A member whose node this session
+    /// may not read is listed without data. The
     /// view follows the session across reconnections and expiry, and stops when
     /// every receiver is dropped or the session is closed (then `changed()` fails).
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::NoAuth`] if the path cannot be read (not for a member's node).
     /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
     ///   now.
     ///
     /// # Cancel safety
-    /// Cancel safe.
+    /// Cancel safe: a view started for a dropped call stops once its first listing is
+    /// answered.
     pub async fn watch_members(&self) -> Result<watch::Receiver<Vec<Member>>> {
         let span = info_span!("zk.group.watch", path = %self.root);
         view::start(
