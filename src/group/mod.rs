@@ -263,7 +263,9 @@ impl view::View for MembersView {
         root: &str,
         children: Vec<String>,
     ) -> Result<Vec<Member>> {
+        let children: BTreeSet<String> = children.into_iter().collect();
         self.known.retain(|id, _| children.contains(id));
+        self.stale.retain(|id| children.contains(id));
         let unread: Vec<String> = children
             .into_iter()
             .filter(|id| self.stale.contains(id) || !self.known.contains_key(id))
