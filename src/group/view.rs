@@ -115,47 +115,58 @@ pub(crate) async fn read_nodes(
     let watching = watches.is_some();
     let sent: Vec<Sent<'_>> = names
         .iter()
-        .map(|name| -> Sent<'_> {
-            let node = path::join(root, name);
-            match watching {
-                true => {
-                    let read = client.get_and_watch_data(&node);
-                    Box::pin(async move { read.await.map(|(d, s, w)| (d, s, Some(w))) })
-                }
-                false => {
-                    let read = client.get_data(&node);
-                    Box::pin(async move { read.await.map(|(d, s)| (d, s, None)) })
-                }
-            }
-        })
+        .map(|name| send_read(client, &path::join(root, name), watching))
         .collect();
     let mut read = Vec::with_capacity(names.len());
     for (name, sent) in names.into_iter().zip(sent) {
         let node = path::join(root, &name);
-        let (data, stat, watcher) = match sent.await {
-            Ok((data, stat, watcher)) => (Some(data), stat, watcher),
-            Err(zookeeper_client::Error::NoNode) => {
-                read.push((name, None));
-                continue;
+        let answer = answered(client, &node, sent.await, watching).await?;
+        let answer = answer.map(|(data, stat, watcher)| {
+            if let (Some(watches), Some(watcher)) = (watches.as_deref_mut(), watcher) {
+                watches.add(name.clone(), watcher);
             }
-            Err(zookeeper_client::Error::NoAuth) => {
-                debug!(node, "may not read the node: its stat only");
-                match stat_of(client, &node, watching).await? {
-                    Some((stat, watcher)) => (None, stat, watcher),
-                    None => {
-                        read.push((name, None));
-                        continue;
-                    }
-                }
-            }
-            Err(err) => return Err(Error::at(&node, err)),
-        };
-        if let (Some(watches), Some(watcher)) = (watches.as_deref_mut(), watcher) {
-            watches.add(name.clone(), watcher);
-        }
-        read.push((name, Some((data, stat))));
+            (data, stat)
+        });
+        read.push((name, answer));
     }
     Ok(read)
+}
+
+/// Sends a read of `node`'s data, with a data watch if `watching`.
+fn send_read<'a>(client: &'a Client, node: &str, watching: bool) -> Sent<'a> {
+    match watching {
+        true => {
+            let read = client.get_and_watch_data(node);
+            Box::pin(async move { read.await.map(|(d, s, w)| (d, s, Some(w))) })
+        }
+        false => {
+            let read = client.get_data(node);
+            Box::pin(async move { read.await.map(|(d, s)| (d, s, None)) })
+        }
+    }
+}
+
+/// What a read of `node` answered, its stat read instead (with an exists watch if
+/// `watching`) if the session may not read it; `None` if the node does not exist.
+///
+/// # Notable errors
+/// As `get_data`, but for [`Error::NoAuth`].
+async fn answered(
+    client: &Client,
+    node: &str,
+    reply: ReadReply,
+    watching: bool,
+) -> Result<Option<(Option<Vec<u8>>, Stat, Option<OneshotWatcher>)>> {
+    match reply {
+        Ok((data, stat, watcher)) => Ok(Some((Some(data), stat, watcher))),
+        Err(zookeeper_client::Error::NoNode) => Ok(None),
+        Err(zookeeper_client::Error::NoAuth) => {
+            debug!(node, "may not read the node: its stat only");
+            let stat = stat_of(client, node, watching).await?;
+            Ok(stat.map(|(stat, watcher)| (None, stat, watcher)))
+        }
+        Err(err) => Err(Error::at(node, err)),
+    }
 }
 
 /// The stat of `node`, with an exists watch if `watching`; `None` if it does not exist.
