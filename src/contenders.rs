@@ -12,11 +12,13 @@
 //! id is empty; a `LeaderLatch` stores its participant id).
 //! A node written into by someone else shows what was written (a holder asked to let go
 //! shows no id: see [`Contender::revocation_requested`]). Data that is not UTF-8 is shown
-//! with replacement characters.
+//! with replacement characters. A node the observer's session may not read (its ACL, e.g.
+//! [`NodeAcl::CreatorOnly`](crate::NodeAcl::CreatorOnly) of another user) is listed all the
+//! same, in its place, without an id.
 
 use std::sync::{Arc, OnceLock};
 
-use tracing::{info_span, Instrument};
+use tracing::{debug, info_span, Instrument};
 
 use crate::error::{Error, Result};
 use crate::lock::Mutex;
@@ -39,6 +41,12 @@ use crate::session::Session;
 /// empty). A node written into by someone else shows what was written, except Curator's
 /// revoke marker (see [`revocation_requested`](Self::revocation_requested)). Data that is
 /// not UTF-8 is shown with replacement characters.
+///
+/// **Unreadable nodes.** A contender whose node the observer's session may not read (its
+/// ACL: [`NodeAcl::CreatorOnly`](crate::NodeAcl::CreatorOnly) of another user) is listed in
+/// its place, with its token (read from the node's stat, which needs no permission), and
+/// without an id: [`id`](Self::id) is `None`, and `revocation_requested` is `false` (not
+/// known). The listing does not fail for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Contender {
     /// Full path of its node.
@@ -51,10 +59,11 @@ pub struct Contender {
     /// What it holds or waits for.
     pub access: Access,
     /// Its id: its node's data (empty if it carries none; up to a NUL: a leader's
-    /// proclaimed data is not part of it).
-    pub id: String,
+    /// proclaimed data is not part of it). `None` if it is not known: the node cannot be read
+    /// by this session (its ACL), or someone asked it to let go (its data was overwritten).
+    pub id: Option<String>,
     /// Whether someone asked it to let go ([`revoke`](crate::revoke)): its node holds
-    /// `__REVOKE__` (and `id` is empty).
+    /// `__REVOKE__` (and `id` is `None`).
     pub revocation_requested: bool,
 }
 
@@ -140,16 +149,15 @@ async fn list(
     let mut contenders = Vec::with_capacity(listed.len());
     for (index, Listed { name, data, token }) in listed.into_iter().enumerate() {
         let access = access(&name);
-        let revocation_requested = data == REVOKE;
+        let revocation_requested = data.as_deref() == Some(REVOKE);
         contenders.push(Contender {
             node: path::join(queue.root(), &name),
             token,
             holds: holds(index, access, exclusive_ahead),
             access,
-            id: match revocation_requested {
-                true => String::new(),
-                false => String::from_utf8_lossy(split(&data).0).into_owned(),
-            },
+            id: data
+                .filter(|_| !revocation_requested)
+                .map(|data| String::from_utf8_lossy(split(&data).0).into_owned()),
             revocation_requested,
         });
         exclusive_ahead |= access != Access::Read;
@@ -157,22 +165,33 @@ async fn list(
     Ok(contenders)
 }
 
-/// Asks every contender of `contenders` that holds to let go; the nodes asked.
+/// Asks every contender of `contenders` that holds to let go; the nodes asked. A holder
+/// whose node the session may neither read nor write (its ACL) is not asked.
 async fn revoke_holding(session: &Session, contenders: Vec<Contender>) -> Result<Vec<String>> {
     let mut asked = Vec::new();
     for holder in contenders.into_iter().filter(|c| c.holds) {
-        if revoke(session, &holder.node).await? {
-            asked.push(holder.node);
+        match revoke(session, &holder.node).await {
+            Ok(true) => asked.push(holder.node),
+            Ok(false) => {}
+            Err(Error::NoAuth { .. }) if holder.id.is_none() && !holder.revocation_requested => {
+                debug!(
+                    node = holder.node,
+                    "may not touch the holder's node: not asked"
+                );
+            }
+            Err(err) => return Err(err),
         }
     }
     Ok(asked)
 }
 
 impl Mutex {
-    /// Every contender for this lock, first (the holder) first; works without locking.
+    /// Every contender for this lock, first (the holder) first; works without locking. A
+    /// contender whose node this session may not read is listed without an id (see
+    /// [`Contender`]).
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the lock path cannot be read.
+    /// * [`Error::NoAuth`] if the lock path cannot be read (not for a contender's node).
     /// * [`Error::Disconnected`] at once if the connection is down: it does not wait.
     ///
     /// # Cancel safety
@@ -202,7 +221,9 @@ impl Mutex {
     }
 
     /// Asks whoever holds this lock now to let go ([`revoke`](crate::revoke)); the nodes
-    /// asked (none: nobody holds it).
+    /// asked (none: nobody holds it). A holder whose node this session may neither read nor
+    /// write (its ACL) is not asked; nodes it cannot read do not keep the others from being
+    /// asked.
     ///
     /// # Notable errors
     /// As [`contenders`](Self::contenders) and [`revoke`](crate::revoke).

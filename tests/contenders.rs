@@ -37,11 +37,14 @@ async fn a_mutex_lists_its_holder_then_its_waiters_with_tokens_and_ids() {
             seen[0].node.as_str(),
             seen[0].token,
             seen[0].holds,
-            seen[0].id.as_str()
+            seen[0].id.as_deref()
         ),
-        (guard.node(), guard.fencing_token(), true, "worker-7")
+        (guard.node(), guard.fencing_token(), true, Some("worker-7"))
     );
-    assert_eq!((seen[1].holds, seen[1].id.clone()), (false, default_id()));
+    assert_eq!(
+        (seen[1].holds, seen[1].id.clone()),
+        (false, Some(default_id()))
+    );
     assert!(seen[1].token > seen[0].token);
     assert!(seen
         .iter()
@@ -86,7 +89,7 @@ async fn a_read_write_lock_tells_readers_from_writers() {
             (Access::Read, false)
         ]
     );
-    assert!(seen.iter().all(|c| c.id == "rw-user"));
+    assert!(seen.iter().all(|c| c.id.as_deref() == Some("rw-user")));
 
     one.release().await.unwrap();
     two.release().await.unwrap();
@@ -125,7 +128,7 @@ async fn a_semaphore_lists_its_leases_then_the_acquirer_passing_in() {
     assert_eq!(seen[0].token, one.fencing_token());
     assert!(seen
         .iter()
-        .all(|c| c.access == Access::Lease && c.id == "crawler"));
+        .all(|c| c.access == Access::Lease && c.id.as_deref() == Some("crawler")));
 
     one.release().await.unwrap();
     two.release().await.unwrap();

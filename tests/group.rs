@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use zk_harness::{
-    await_empty, await_events, await_watch, bounded, expire_session, live_client, observer,
-    plain_client, record_events, session, unique_root, Ensemble, Fixture, PATIENCE,
+    await_empty, await_events, await_watch, bounded, digest_session, expire_session, live_client,
+    observer, plain_client, record_events, session, unique_root, Ensemble, Fixture, PATIENCE,
 };
-use zk_recipes::{Error, Group, LeaderElection, Loss, Member, Presence, SessionEvent};
+use zk_recipes::{Error, Group, LeaderElection, Loss, Member, NodeAcl, Presence, SessionEvent};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -71,8 +71,8 @@ async fn members_join_and_leave_and_the_view_follows() {
     assert_eq!(ma.node(), format!("{root}/a"));
     assert_eq!(ma.presence(), Presence::Present);
     await_watch("both members", &mut view, |m| ids(m) == ["a", "b"]).await;
-    assert_eq!(view.borrow()[0].data, b"addr-a");
-    assert_eq!(view.borrow()[1].data, [1, 2, 3]);
+    assert_eq!(view.borrow()[0].data.as_deref(), Some(&b"addr-a"[..]));
+    assert_eq!(view.borrow()[1].data.as_deref(), Some(&[1, 2, 3][..]));
     assert_eq!(group.members().await.unwrap(), *view.borrow());
 
     // The node is Curator's GroupMember layout: <path>/<id>, ephemeral, data as payload.
@@ -200,7 +200,7 @@ async fn a_member_survives_its_sessions_expiry_and_watchers_see_it_back() {
     assert_eq!(data, b"data");
     assert_eq!(owner(stat), live_client(&member_session).session_id().0);
     await_watch("the member back", &mut view, |m| ids(m) == ["m"]).await;
-    assert_eq!(view.borrow()[0].data, b"data");
+    assert_eq!(view.borrow()[0].data.as_deref(), Some(&b"data"[..]));
 
     member.leave().await.unwrap();
     await_watch("gone", &mut view, |m| m.is_empty()).await;
@@ -235,8 +235,19 @@ async fn a_deleted_member_node_is_made_again() {
     await_empty(&zk_client, &root).await;
 }
 
+/// Every path under `root` in `ids`, watched by `sessions` sessions.
+fn watched(
+    root: &str,
+    ids: impl IntoIterator<Item = usize>,
+    sessions: usize,
+) -> BTreeMap<String, usize> {
+    ids.into_iter()
+        .map(|i| (format!("{root}/m{i}"), sessions))
+        .collect()
+}
+
 #[tokio::test]
-async fn each_view_sets_one_children_watch_and_no_data_watch() {
+async fn each_view_sets_one_children_watch_and_one_data_watch_per_member() {
     // Its own server: the watch counts are the whole server's.
     let zk = Ensemble::start(1).await;
     let root = unique_root("group-herd");
@@ -253,12 +264,15 @@ async fn each_view_sets_one_children_watch_and_no_data_watch() {
         );
     }
     // A member watches its own node (a data watch each, set once it joined), nothing else.
-    let own: BTreeMap<String, usize> = (0..5).map(|i| (format!("{root}/m{i}"), 1)).collect();
-    zk.await_watched_under(&root, &own).await;
-    let baseline = zk.watch_count().await;
-    assert_eq!(baseline, 5, "one exists watch per member, on its own node");
+    zk.await_watched_under(&root, &watched(&root, 0..5, 1))
+        .await;
+    assert_eq!(
+        zk.watch_count().await,
+        5,
+        "one exists watch per member, on its own node"
+    );
     // Three observers, each on its own session (a server counts one watch per session and
-    // path).
+    // path): each sets one children watch, and one data watch on each member's node.
     let mut views = Vec::new();
     let mut observers = Vec::new();
     for _ in 0..3 {
@@ -268,15 +282,197 @@ async fn each_view_sets_one_children_watch_and_no_data_watch() {
         observers.push(observer_session);
     }
     zk.await_child_watch_count(3).await;
-    assert_eq!(zk.watch_count().await, baseline, "views set no data watch");
+    zk.await_watched_under(&root, &watched(&root, 0..5, 4))
+        .await;
+    assert_eq!(zk.watch_count().await, 5 * 4, "no other data watch");
     members.pop().unwrap().leave().await.unwrap();
     for view in &mut views {
         await_watch("four members", view, |m| m.len() == 4).await;
     }
     zk.await_child_watch_count(3).await;
-    drop(members);
+    zk.await_watched_under(&root, &watched(&root, 0..4, 4))
+        .await;
+    // A write into a member's node is read once by each view, whose watch is set again.
     let zk_client = observer(&hosts).await;
+    zk_client
+        .set_data(&format!("{root}/m0"), b"y", None)
+        .await
+        .unwrap();
+    for view in &mut views {
+        await_watch("m0 written", view, |m| {
+            m[0].data.as_deref() == Some(&b"y"[..])
+        })
+        .await;
+    }
+    zk.await_watched_under(&root, &watched(&root, 0..4, 4))
+        .await;
+    zk.await_child_watch_count(3).await;
+    drop(members);
     await_empty(&zk_client, &root).await;
+}
+
+#[tokio::test]
+async fn a_members_data_set_by_its_owner_shows_in_the_views() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-set-data");
+    let hosts = zk.connect_string();
+    let (m, o) = (
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+    );
+    let member = Group::new(&m, &root)
+        .unwrap()
+        .join("m", "v1")
+        .await
+        .unwrap();
+    let group = Group::new(&o, &root).unwrap();
+    let mut view = group.watch_members().await.unwrap();
+    assert_eq!(view.borrow()[0].data.as_deref(), Some(&b"v1"[..]));
+    assert_eq!(view.borrow()[0].created, member.created());
+    // The member's own session writes its node (Curator's `setThisData`), twice.
+    let own = live_client(&m);
+    for data in [&b"v2"[..], b"v3"] {
+        own.set_data(member.node(), data, None).await.unwrap();
+        await_watch("the new data", &mut view, |m| {
+            m[0].data.as_deref() == Some(data)
+        })
+        .await;
+        assert_eq!(group.members().await.unwrap(), *view.borrow());
+    }
+    assert_eq!(view.borrow()[0].created, member.created(), "the same node");
+    member.leave().await.unwrap();
+    await_watch("gone", &mut view, |m| m.is_empty()).await;
+    await_empty(&observer(&hosts).await, &root).await;
+}
+
+/// How an observer's connection blips while a member is replaced.
+#[derive(Clone, Copy, Debug)]
+enum Blip {
+    /// Cut (the client sees it: Suspended, then Reconnected).
+    Cut,
+    /// Muted: what the client sends is held back, notifications still reach it.
+    Mute,
+}
+
+/// `x` leaves and another session joins as `x` with other data while the observer's
+/// connection blips (its session survives); once back, its view shows the new node.
+async fn a_member_replaced_during_a_blip_shows_its_new_data(blip: Blip) {
+    let zk = Ensemble::start(1).await;
+    let root = unique_root("group-replaced");
+    let hosts = zk.connect_string();
+    let proxy = zk.proxy(0).await;
+    // Long enough to outlive the blip: the same session comes back.
+    let blipped = session(&proxy.address(), Duration::from_secs(20)).await;
+    let (first, second) = (
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+    );
+    let old = Group::new(&first, &root)
+        .unwrap()
+        .join("x", "10.0.0.1:80")
+        .await
+        .unwrap();
+    let group = Group::new(&blipped, &root).unwrap();
+    let mut view = group.watch_members().await.unwrap();
+    assert_eq!(view.borrow()[0].data.as_deref(), Some(&b"10.0.0.1:80"[..]));
+
+    let mut events = record_events(&blipped);
+    match blip {
+        Blip::Cut => {
+            proxy.cut();
+            await_events(&mut events, &[SessionEvent::Suspended], PATIENCE).await;
+        }
+        Blip::Mute => proxy.mute(),
+    }
+    old.leave().await.unwrap();
+    let new = Group::new(&second, &root)
+        .unwrap()
+        .join("x", "10.0.0.2:80")
+        .await
+        .unwrap();
+    proxy.restore();
+    if let Blip::Cut = blip {
+        await_events(&mut events, &[SessionEvent::Reconnected], PATIENCE).await;
+    }
+    await_watch("the new x", &mut view, |m| {
+        m.len() == 1 && m[0].data.as_deref() == Some(&b"10.0.0.2:80"[..])
+    })
+    .await;
+    assert_eq!(view.borrow()[0].created, new.created(), "{blip:?}");
+    assert_eq!(group.members().await.unwrap(), *view.borrow());
+    assert!(
+        !events.borrow().contains(&SessionEvent::Expired),
+        "the observer's session survived"
+    );
+    new.leave().await.unwrap();
+    await_watch("empty", &mut view, |m| m.is_empty()).await;
+    await_empty(&observer(&hosts).await, &root).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_replaced_during_a_cut_shows_its_new_data_once_back() {
+    a_member_replaced_during_a_blip_shows_its_new_data(Blip::Cut).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_replaced_during_a_mute_shows_its_new_data_once_back() {
+    a_member_replaced_during_a_blip_shows_its_new_data(Blip::Mute).await;
+}
+
+#[tokio::test]
+async fn a_member_node_the_observer_may_not_read_is_listed_without_data() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-unreadable");
+    let hosts = zk.connect_string();
+    let open = session(&hosts, SESSION_TIMEOUT).await;
+    let a = Group::new(&open, &root)
+        .unwrap()
+        .join("a", "A")
+        .await
+        .unwrap();
+    let private = digest_session(&hosts, SESSION_TIMEOUT, "billing-svc", "another password").await;
+    let secret = Group::new(&private, &root)
+        .unwrap()
+        .node_acl(NodeAcl::CreatorOnly)
+        .join("x", "secret")
+        .await
+        .unwrap();
+    let o = session(&hosts, SESSION_TIMEOUT).await;
+    let group = Group::new(&o, &root).unwrap();
+    let listed = group.members().await.unwrap();
+    let expected = |a_data: &[u8]| {
+        vec![
+            Member {
+                id: "a".into(),
+                data: Some(a_data.to_vec()),
+                created: a.created(),
+            },
+            Member {
+                id: "x".into(),
+                data: None,
+                created: secret.created(),
+            },
+        ]
+    };
+    assert_eq!(listed, expected(b"A"));
+    let mut view = group.watch_members().await.unwrap();
+    assert_eq!(*view.borrow(), expected(b"A"));
+    // The view goes on following the others.
+    live_client(&open)
+        .set_data(a.node(), b"A2", None)
+        .await
+        .unwrap();
+    await_watch("a's new data", &mut view, |m| *m == expected(b"A2")).await;
+    // And the unreadable one: its data changed (not shown), then it left.
+    live_client(&private)
+        .set_data(secret.node(), b"more", None)
+        .await
+        .unwrap();
+    secret.leave().await.unwrap();
+    await_watch("x left", &mut view, |m| ids(m) == ["a"]).await;
+    a.leave().await.unwrap();
+    await_watch("empty", &mut view, |m| m.is_empty()).await;
+    await_empty(&observer(&hosts).await, &root).await;
 }
 
 #[tokio::test]
@@ -311,7 +507,76 @@ async fn the_leader_view_follows_the_election() {
         l.as_ref().is_some_and(|l| l.id == "b")
     })
     .await;
-    assert_eq!(*leader.borrow(), observer_election.leader().await.unwrap());
+    // Read first: a borrow held across an await would keep the view from publishing.
+    let now = observer_election.leader().await.unwrap();
+    assert_eq!(*leader.borrow(), now);
+    cb.resign().await.unwrap();
+    await_watch("no leader", &mut leader, Option::is_none).await;
+    await_empty(&observer(&hosts).await, &root).await;
+}
+
+#[tokio::test]
+async fn the_leader_view_carries_what_the_leader_proclaims() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-leader-proclaims");
+    let hosts = zk.connect_string();
+    let (a, b, o) = (
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+        session(&hosts, SESSION_TIMEOUT).await,
+    );
+    let observed = LeaderElection::new(&o, &root, "observer").unwrap();
+    let mut leader = observed.watch_leader().await.unwrap();
+    let shows = |id: &'static str, proclaimed: Option<&'static [u8]>| {
+        move |l: &Option<zk_recipes::Participant>| {
+            l.as_ref()
+                .is_some_and(|l| l.id == id && l.proclaimed.as_deref() == proclaimed)
+        }
+    };
+    let ca = LeaderElection::new(&a, &root, "a")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    let cb = LeaderElection::new(&b, &root, "b")
+        .unwrap()
+        .join()
+        .await
+        .unwrap();
+    let leading = ca.leadership().await.unwrap();
+    await_watch("a leads", &mut leader, shows("a", None)).await;
+    for proclaimed in [&b"10.0.0.1:80"[..], b"10.0.0.1:81"] {
+        leading.proclaim(proclaimed).await.unwrap();
+        await_watch(
+            "a's proclamation",
+            &mut leader,
+            shows("a", Some(proclaimed)),
+        )
+        .await;
+        let now = observed.leader().await.unwrap();
+        assert_eq!(*leader.borrow(), now);
+    }
+    ca.resign().await.unwrap();
+    await_watch(
+        "b leads, proclaiming nothing yet",
+        &mut leader,
+        shows("b", None),
+    )
+    .await;
+    cb.leadership()
+        .await
+        .unwrap()
+        .proclaim(b"10.0.0.2:80")
+        .await
+        .unwrap();
+    await_watch(
+        "b's proclamation",
+        &mut leader,
+        shows("b", Some(b"10.0.0.2:80")),
+    )
+    .await;
+    let now = observed.leader().await.unwrap();
+    assert_eq!(*leader.borrow(), now);
     cb.resign().await.unwrap();
     await_watch("no leader", &mut leader, Option::is_none).await;
     await_empty(&observer(&hosts).await, &root).await;

@@ -3,14 +3,17 @@
 //! now and on every change.
 //!
 //! * Once: one line and exit 0 (69 if ZooKeeper cannot be read).
-//! * `--watch`: a line now and one on every change, from one children watch on PATH (no
-//!   polling), until SIGINT, SIGTERM, SIGHUP or SIGQUIT or until stdout is closed (exit 0);
+//! * `--watch`: a line now and one on every change (a member joins or leaves, its data is
+//!   set, its node is replaced by another of the same id), from one children watch on PATH
+//!   and one data watch per member (no polling), until SIGINT, SIGTERM, SIGHUP or SIGQUIT or until stdout is closed (exit 0);
 //!   69 if the session ends for good. While the connection is down the last line stands;
 //!   what changed meanwhile is printed once it is back.
 //! * Text: `members: ID=DATA ...` (`members: -` for none), an id or data that could forge a
 //!   line or a pair quoted with escapes (`"web 1"="1.2.3.4\nmembers: x=9"`, `b=""`: see
 //!   [`shown`]); `--json`: one object per line, `{"path": PATH, "members": [{"id":
-//!   ID, "data": DATA}, ...]}`. Data is shown as UTF-8, with invalid bytes replaced.
+//!   ID, "data": DATA}, ...]}`. Data is shown as UTF-8, with invalid bytes replaced. A
+//!   member whose node this session may not read (its ACL) is shown without data: `ID`
+//!   alone in text, `"data": null` in JSON.
 //!
 //! Nothing is joined: watching leaves no node.
 
@@ -72,7 +75,9 @@ async fn follow(group: &Group, json: bool) -> Result<(), Error> {
 
 /// The line for `members` of the group on `path`.
 fn line(path: &str, members: &[Member], json: bool) -> String {
-    let data = |member: &Member| String::from_utf8_lossy(&member.data).into_owned();
+    let data = |member: &Member| {
+        (member.data.as_deref()).map(|data| String::from_utf8_lossy(data).into_owned())
+    };
     if json {
         let members: Vec<_> = members
             .iter()
@@ -85,7 +90,10 @@ fn line(path: &str, members: &[Member], json: bool) -> String {
     }
     let entries: Vec<String> = members
         .iter()
-        .map(|member| format!("{}={}", shown(&member.id), shown(&data(member))))
+        .map(|member| match data(member) {
+            Some(data) => format!("{}={}", shown(&member.id), shown(&data)),
+            None => shown(&member.id).into_owned(),
+        })
         .collect();
     format!("members: {}", entries.join(" "))
 }
@@ -97,7 +105,8 @@ mod tests {
     fn member(id: &str, data: &[u8]) -> Member {
         Member {
             id: id.into(),
-            data: data.into(),
+            data: Some(data.into()),
+            created: 1,
         }
     }
 
@@ -116,11 +125,18 @@ mod tests {
             parsed["members"][0]["data"],
             "1.2.3.4\nmembers: x=9\x1b[2J\0"
         );
+        let unreadable = Member {
+            data: None,
+            ..member("c", b"")
+        };
+        let members = [member("a", b"10.0.0.1"), unreadable];
+        assert_eq!(line("/g", &members, false), "members: a=10.0.0.1 c");
         assert_eq!(line("/g", &[], false), "members: -");
         let parsed: serde_json::Value = serde_json::from_str(&line("/g", &members, true)).unwrap();
         assert_eq!(parsed["path"], "/g");
         assert_eq!(parsed["members"][0]["id"], "a");
         assert_eq!(parsed["members"][0]["data"], "10.0.0.1");
+        assert_eq!(parsed["members"][1]["data"], serde_json::Value::Null);
         assert_eq!(parsed["members"].as_array().unwrap().len(), 2);
     }
 }

@@ -227,7 +227,7 @@ mod tests {
             token: 1,
             holds: false,
             access: Access::Exclusive,
-            id: String::new(),
+            id: None,
             revocation_requested: false,
         }
     }

@@ -13,14 +13,16 @@
 //!   `PATH: read by NAME, NAME; waiting: writer NAME, reader NAME`, `PATH: written by
 //!   NAME; nobody waiting`, `PATH: 2 of 3 leases: NAME, NAME; waiting: NAME`, or `PATH:
 //!   empty`. A contender is named by its id (its node's data: zk-recipes' default is
-//!   `<host name>/<pid>`) or, without one (Curator's `InterProcessMutex`), by its node's
-//!   name. A name or path that could forge a line or a list is shown quoted with Rust's
-//!   escapes (`"a\n/x: leader b"`; [`shown`] says which).
+//!   `<host name>/<pid>`) or, without one (Curator's `InterProcessMutex`, a node this
+//!   session may not read, a holder asked to let go), by its node's name. A name or path
+//!   that could forge a line or a list is shown quoted with Rust's escapes
+//!   (`"a\n/x: leader b"`; [`shown`] says which).
 //! * `--json`: `{"path", "kind": "election", "leader", "participants"}` (participants
 //!   include the leader), `{"path", "kind": "lock", "holder", "waiters"}`, `{"path", "kind":
 //!   "rwlock", "holders", "waiters"}`, `{"path", "kind": "semaphore", "max", "leases",
 //!   "waiting"}` (`max`: `null` if none is recorded), or `{"path", "kind": "empty"}`; each
-//!   contender is `{"id", "node", "token", "revocation_requested"}` (`node`: full path;
+//!   contender is `{"id", "node", "token", "revocation_requested"}` (`id`: `null` if not
+//!   known: its node cannot be read, or it was asked to let go; `node`: full path;
 //!   `token`: its fencing token; `revocation_requested`: someone asked it to let go), with
 //!   `"mode": "read"|"write"` in a read/write lock.
 
@@ -216,11 +218,11 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
     format!("{}: {head}; {rest}", shown(path))
 }
 
-/// The id, or the node's name if the id is empty.
+/// The id, or the node's name if the id is empty or not known (its node cannot be read).
 fn name(contender: &Contender) -> &str {
-    match contender.id.as_str() {
-        "" => node_name(contender),
-        id => id,
+    match contender.id.as_deref() {
+        None | Some("") => node_name(contender),
+        Some(id) => id,
     }
 }
 
@@ -260,7 +262,7 @@ mod tests {
             token: 1,
             holds,
             access,
-            id: id.into(),
+            id: Some(id.into()),
             revocation_requested: false,
         }
     }

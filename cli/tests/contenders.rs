@@ -1,13 +1,16 @@
 //! `status --json` shows each contender's id, fencing token and whether it was asked to let
-//! go, as the library's `contenders()` lists them, against a real ZooKeeper server.
+//! go, as the library's `contenders()` lists them (a node it may not read too, without an
+//! id), against a real ZooKeeper server.
 
 mod support;
+
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::{exit_within, output_within, signal, start, Test};
 use zk_harness::{await_count, await_empty, observer, PATIENCE};
-use zk_recipes::{Mutex, Session};
+use zk_recipes::{Mutex, NodeAcl, Session};
 
 async fn status_json(test: &Test) -> Value {
     let (output, _) = output_within(&mut test.command(&["status", "--json", &test.root])).await;
@@ -51,5 +54,46 @@ async fn status_shows_ids_tokens_and_a_revocation_request() {
         Some(128 + 2)
     );
     guard.release().await.unwrap();
+    await_empty(&client, &test.root).await;
+}
+
+#[tokio::test]
+async fn status_and_observe_list_a_contender_whose_node_they_may_not_read() {
+    let test = Test::new("contenders-unreadable").await;
+    let session = Session::connect(&test.hosts).await.expect("connect");
+    let mutex = Mutex::new(&session, &test.root).unwrap();
+    let guard = mutex.clone().id("worker-7").unwrap().lock().await.unwrap();
+    let private =
+        zk_harness::digest_session(&test.hosts, Duration::from_secs(10), "billing-svc", "p").await;
+    let hidden = Mutex::new(&private, &test.root)
+        .unwrap()
+        .node_acl(NodeAcl::CreatorOnly);
+    let waiter = tokio::spawn(async move { hidden.lock().await.unwrap().release().await });
+    let client = observer(&test.hosts).await;
+    let names = await_count(&client, &test.root, 2).await;
+    let hidden_node = format!("{}/{}", test.root, names[1]);
+
+    let line = status_json(&test).await;
+    assert_eq!(line["holder"]["id"], "worker-7");
+    assert_eq!(line["waiters"][0]["node"], hidden_node.as_str());
+    assert_eq!(line["waiters"][0]["id"], Value::Null);
+    let (output, _) = output_within(&mut test.command(&["status", &test.root])).await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("{}: held by worker-7; waiting: {}\n", test.root, names[1])
+    );
+    let mut observe = test.command(&["observe", "--json", &test.root]);
+    let (mut observing, _out, first) = support::first_line(&mut observe).await;
+    let seen: Value = serde_json::from_str(&first).expect("a JSON line");
+    assert_eq!(seen["waiters"][0]["node"], hidden_node.as_str());
+    signal(&observing, Signal::SIGINT);
+    assert_eq!(exit_within(&mut observing, PATIENCE).await.code(), Some(0));
+
+    guard.release().await.unwrap();
+    zk_harness::bounded("the waiter", PATIENCE, waiter)
+        .await
+        .unwrap()
+        .unwrap();
     await_empty(&client, &test.root).await;
 }

@@ -11,7 +11,7 @@ use support::{exit_within, first_line, output_within, signal, start, Test};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, ChildStdout};
 use zk_harness::{await_empty, bounded, observer, PATIENCE};
-use zk_recipes::{Group, Session};
+use zk_recipes::{Group, NodeAcl, Session};
 
 /// Session timeout of the members: how long a killed member stays listed, at most (plus
 /// the servers' tick).
@@ -192,4 +192,72 @@ async fn members_quotes_ids_and_data_so_that_data_cannot_forge_a_line() {
     web_member.leave().await.expect("leave");
     pair_member.leave().await.expect("leave");
     await_empty(&observer(&test.hosts).await, &test.root).await;
+}
+
+/// The data of the member `id` in a `members --json` line: `Some(Null)` if listed without.
+fn data_of(line: &str, id: &str) -> Option<Value> {
+    let parsed: Value = serde_json::from_str(line).expect("a JSON line");
+    let members = parsed["members"].as_array()?.clone();
+    members
+        .into_iter()
+        .find(|m| m["id"] == id)
+        .map(|m| m["data"].clone())
+}
+
+/// Reads lines until one satisfies `done`, within `PATIENCE`.
+async fn await_line(out: &mut BufReader<ChildStdout>, what: &str, done: impl Fn(&str) -> bool) {
+    bounded(what, PATIENCE, async {
+        loop {
+            let mut line = String::new();
+            let read = out.read_line(&mut line).await.expect("members' output");
+            assert!(read > 0, "members --watch ended");
+            if done(&line) {
+                return;
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn members_show_set_data_a_replaced_member_and_one_they_may_not_read() {
+    let test = Test::new("members-data").await;
+    let mut watch = test.command(&["members", "--watch", "--json", &test.root]);
+    let (mut watching, mut out, _) = first_line(&mut watch).await;
+    let (first, second) = (
+        zk_harness::session(&test.hosts, SESSION_TIMEOUT).await,
+        zk_harness::session(&test.hosts, SESSION_TIMEOUT).await,
+    );
+    let group = |s| Group::new(s, &test.root).unwrap();
+    let a = group(&first).join("a", "1").await.unwrap();
+    await_line(&mut out, "a=1", |l| data_of(l, "a") == Some("1".into())).await;
+    // Its data set (Curator's setThisData), then its node replaced by another session's.
+    let client = observer(&test.hosts).await;
+    client.set_data(a.node(), b"2", None).await.unwrap();
+    await_line(&mut out, "a=2", |l| data_of(l, "a") == Some("2".into())).await;
+    a.leave().await.unwrap();
+    let a = group(&second).join("a", "3").await.unwrap();
+    await_line(&mut out, "a=3", |l| data_of(l, "a") == Some("3".into())).await;
+    // A member whose node only its own user may read: listed, without data.
+    let private =
+        zk_harness::digest_session(&test.hosts, SESSION_TIMEOUT, "billing-svc", "p").await;
+    let x = group(&private)
+        .node_acl(NodeAcl::CreatorOnly)
+        .join("x", "secret")
+        .await
+        .unwrap();
+    await_line(&mut out, "x without data", |l| {
+        data_of(l, "x") == Some(Value::Null) && data_of(l, "a") == Some("3".into())
+    })
+    .await;
+    let (output, _) = output_within(&mut test.command(&["members", &test.root])).await;
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "members: a=3 x\n");
+
+    x.leave().await.unwrap();
+    a.leave().await.unwrap();
+    await_line(&mut out, "none", |l| ids(l).is_empty()).await;
+    signal(&watching, Signal::SIGTERM);
+    assert_eq!(exit_within(&mut watching, PATIENCE).await.code(), Some(0));
+    await_empty(&client, &test.root).await;
 }

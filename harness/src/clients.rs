@@ -24,6 +24,15 @@ pub async fn tolerant_session(hosts: &str, timeout: Duration) -> Session {
     connect(builder, hosts).await
 }
 
+/// Like [`session`], authenticated by digest as `user` (its nodes made with
+/// `NodeAcl::CreatorOnly` are then that user's alone).
+pub async fn digest_session(hosts: &str, timeout: Duration, user: &str, password: &str) -> Session {
+    let builder = Session::builder()
+        .session_timeout(timeout)
+        .digest_auth(user, password);
+    connect(builder, hosts).await
+}
+
 async fn connect(builder: SessionBuilder, hosts: &str) -> Session {
     builder
         .connect(hosts)

@@ -5,13 +5,12 @@ mod leader;
 mod membership;
 mod view;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
 use tracing::{info_span, Instrument};
-use view::View as _;
 use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
@@ -22,13 +21,17 @@ use crate::session::Session;
 
 pub use membership::{Membership, Presence};
 
-/// A member of a group, as views see it.
+/// A member of a group, as views see it: one node. A member that left and joined again
+/// under the same id is another node: its `created` differs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// The member's id: its node's name.
     pub id: String,
-    /// Its node's data, as it was when the node was first seen.
-    pub data: Vec<u8>,
+    /// Its node's data, as last read; `None` if this session may not read the node (its
+    /// ACL: [`NodeAcl::CreatorOnly`] of another user): such a member is listed without data.
+    pub data: Option<Vec<u8>>,
+    /// The zxid that created its node (as [`Membership::created`] says): the node's identity.
+    pub created: u64,
 }
 
 /// A group on a path: its members are the nodes `<path>/<id>`.
@@ -58,22 +61,33 @@ pub struct Member {
 ///   leadership.
 /// * **Views.** [`Group::watch_members`] and
 ///   [`LeaderElection::watch_leader`](crate::LeaderElection::watch_leader) are
-///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling: one
-///   children watch per view on the server, and only the data of members that appeared is
-///   read. A member's data is read once, when its node is first seen: a later change of a
-///   foreign member's data (Curator's `setThisData`) is not followed.
+///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling. A
+///   member is a node, not a name: a view shows each member's node ([`Member::created`]
+///   tells one from another), and reads it again when it changes. The members view sets one
+///   children watch on the group path and one data watch on each member's node (N members:
+///   N + 1 watches per view, on its session); the leader view, one children watch on the
+///   election path and one data watch on the leader's node. A data watch fires when the
+///   node's data is set (Curator's `setThisData`, a leader's
+///   [`proclaim`](crate::Leadership::proclaim)) and when the node is deleted — also when
+///   another session then makes a node of the same name, during a connection blip included:
+///   the servers fire it after the reconnect. Only the member whose watch fired is read
+///   again (and new members).
+/// * **Nodes the session may not read.** A member node whose ACL denies this session reading
+///   it ([`NodeAcl::CreatorOnly`] of another user) is listed without data (`data` is `None`),
+///   watched with an exists watch instead (it needs no permission), and does not stop the
+///   view or the listing.
 ///
 /// # How stale a view can be
 ///
 /// While connected, a view trails the servers by one notification and one listing (plus one
-/// read per new member), and it is sequentially consistent, as every ZooKeeper read: the
-/// server we talk to may trail the leader a little. A member that dies stays in every view
-/// until the servers expire its session (its session timeout after it was last heard).
-/// While the connection is **suspended**, nothing reaches the view: it keeps showing the
-/// last state it saw (watch [`Session::events`] to know), and catches up as soon as the
-/// connection is back (the servers tell about changes missed meanwhile) or, after expiry,
-/// with a listing on the new session. So a view is stale by at most the time the
-/// connection is down plus one round trip, on top of the member's own session timeout.
+/// read per new or changed member), and it is sequentially consistent, as every ZooKeeper
+/// read: the server we talk to may trail the leader a little. A member that dies stays in
+/// every view until the servers expire its session (its session timeout after it was last
+/// heard). While the connection is **suspended**, nothing reaches the view: it keeps
+/// showing the last state it saw (watch [`Session::events`] to know), and catches up as
+/// soon as the connection is back (the servers tell about changes missed meanwhile) or,
+/// after expiry, with a listing on the new session. So a view is stale by at most the time
+/// the connection is down plus one round trip, on top of the member's own session timeout.
 ///
 /// ```no_run
 /// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
@@ -150,10 +164,11 @@ impl Group {
             .await
     }
 
-    /// The members now, by id; works without joining.
+    /// The members now, by id; works without joining. A member whose node this session may
+    /// not read is listed without data (see [`Group`]). Sets no watch.
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::NoAuth`] if the path cannot be read (not for a member's node).
     /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down:
     ///   it does not wait.
     ///
@@ -165,30 +180,33 @@ impl Group {
             Err(zookeeper_client::Error::NoNode) => Vec::new(),
             listed => listed.map_err(|err| Error::at(&self.root, err))?,
         };
-        MembersView::default()
-            .read(&client, &self.root, children)
+        view::View::read(&mut MembersView::default(), &client, &self.root, children)
             .instrument(info_span!("zk.group.members", path = %self.root))
             .await
     }
 
     /// The members as they change, by id: a receiver that starts with the members now and
-    /// is updated from one children watch (see [`Group`] for how stale it can be). The
+    /// is updated from one children watch and one data watch per member (see [`Group`] for
+    /// how stale it can be): members that join or leave, data set into a member's node, a
+    /// member's node replaced by another of the same name. A member whose node this session
+    /// may not read is listed without data. The
     /// view follows the session across reconnections and expiry, and stops when
     /// every receiver is dropped or the session is closed (then `changed()` fails).
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the path cannot be read.
+    /// * [`Error::NoAuth`] if the path cannot be read (not for a member's node).
     /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
     ///   now.
     ///
     /// # Cancel safety
-    /// Cancel safe.
+    /// Cancel safe: a view started for a dropped call stops once its first listing is
+    /// answered.
     pub async fn watch_members(&self) -> Result<watch::Receiver<Vec<Member>>> {
         let span = info_span!("zk.group.watch", path = %self.root);
         view::start(
             &self.session,
             self.root.clone(),
-            MembersView::default(),
+            MembersView::following(),
             span,
         )
         .await
@@ -218,10 +236,26 @@ fn check_data(data: &[u8]) -> Result<()> {
     }
 }
 
-/// The members view: ids and data, each member's data read once, when it appears.
+/// The members view: ids and data, keyed by node. Following, it sets a data watch on each
+/// member's node (an exists watch on one it may not read) and reads a member again when its
+/// watch fires: its data was set, or its node was deleted (and maybe made again by another
+/// session). A one-off listing sets none.
 #[derive(Default)]
 struct MembersView {
-    known: BTreeMap<String, Vec<u8>>,
+    known: BTreeMap<String, Member>,
+    /// The node watches, when following.
+    watches: Option<view::NodeWatches>,
+    /// Members whose watch fired: read again at the next listing.
+    stale: BTreeSet<String>,
+}
+
+impl MembersView {
+    fn following() -> MembersView {
+        MembersView {
+            watches: Some(view::NodeWatches::default()),
+            ..MembersView::default()
+        }
+    }
 }
 
 #[async_trait]
@@ -234,32 +268,36 @@ impl view::View for MembersView {
         root: &str,
         children: Vec<String>,
     ) -> Result<Vec<Member>> {
+        let children: BTreeSet<String> = children.into_iter().collect();
         self.known.retain(|id, _| children.contains(id));
-        let new: Vec<String> = children
+        self.stale.retain(|id| children.contains(id));
+        let unread: Vec<String> = children
             .into_iter()
-            .filter(|id| !self.known.contains_key(id))
+            .filter(|id| self.stale.contains(id) || !self.known.contains_key(id))
             .collect();
-        // Sent back to back; a member that left meanwhile is skipped.
-        let reads: Vec<_> = new
-            .iter()
-            .map(|id| client.get_data(&path::join(root, id)))
-            .collect();
-        for (id, read) in new.into_iter().zip(reads) {
-            match read.await {
-                Ok((data, _)) => {
-                    self.known.insert(id, data);
+        let read = view::read_nodes(client, root, unread, self.watches.as_mut()).await?;
+        for (id, read) in read {
+            self.stale.remove(&id);
+            match read {
+                Some((data, stat)) => {
+                    let created = u64::try_from(stat.czxid).unwrap_or_default();
+                    self.known.insert(id.clone(), Member { id, data, created });
                 }
-                Err(zookeeper_client::Error::NoNode) => {}
-                Err(err) => return Err(Error::at(root, err)),
+                // Left meanwhile: the children watch tells.
+                None => {
+                    self.known.remove(&id);
+                }
             }
         }
-        Ok(self
-            .known
-            .iter()
-            .map(|(id, data)| Member {
-                id: id.clone(),
-                data: data.clone(),
-            })
-            .collect())
+        Ok(self.known.values().cloned().collect())
+    }
+
+    async fn changed(&mut self) {
+        if let Some(watches) = &mut self.watches {
+            let fired = watches.fired().await;
+            self.stale.extend(fired);
+        } else {
+            std::future::pending::<()>().await;
+        }
     }
 }

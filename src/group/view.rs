@@ -1,22 +1,30 @@
 //! A live view of a path's children: one children watch on the server per view, set again
-//! with each listing; the view decides what it reads of the children, and publishes only
-//! what changed.
+//! with each listing, and the watches the view sets on the nodes it reads (a data watch on
+//! each node whose data it shows: see [`NodeWatches`]); the view decides what it reads of
+//! the children, and publishes only what changed.
 //!
-//! A watch that fires (children changed, the path made or deleted, the session ended) makes
-//! the view list again, on the live session; a listing that fails is tried again once the
+//! A watch that fires (children changed, a watched node written, made again or deleted, the
+//! path made or deleted, the session ended) makes the view list again, on the live session,
+//! and read again what that watch was about; a listing that fails is tried again once the
 //! connection is back, with back-off, never by polling a healthy connection. While the
-//! connection is down the watch stays registered: the servers fire it after the reconnect
-//! if the children changed meanwhile.
+//! connection is down the watches stay registered: the servers fire them after the
+//! reconnect if what they watch changed meanwhile (a node deleted and made again under the
+//! same name included: its data watch fires).
 
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinSet;
 use tracing::{debug, Instrument, Span};
-use zookeeper_client::{Client, OneshotWatcher};
+use zookeeper_client::{Client, OneshotWatcher, Stat};
 
 use crate::error::{Error, Result};
+use crate::path;
 use crate::session::{reconnected, Session};
 
 /// The pause after a listing that failed; it doubles up to [`MAX_PAUSE`].
@@ -37,6 +45,148 @@ pub(crate) trait View: Send + 'static {
         root: &str,
         children: Vec<String>,
     ) -> Result<Self::Value>;
+
+    /// Resolves once a watch the view set on a node (beside the children watch) fired; the
+    /// view then notes what to read again. Never, for a view that sets none.
+    async fn changed(&mut self) {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The watches a view sets on the nodes it reads, each named by its node's name: each fires
+/// once (the node written, deleted, or the session ended), and [`fired`](Self::fired) tells
+/// which did. One task per watch waits for it; dropping the set ends them.
+#[derive(Default)]
+pub(crate) struct NodeWatches {
+    waiting: JoinSet<String>,
+}
+
+impl NodeWatches {
+    /// Waits for `watcher` of the node `name`.
+    pub(crate) fn add(&mut self, name: String, watcher: OneshotWatcher) {
+        self.waiting.spawn(async move {
+            let event = watcher.changed().await;
+            debug!(name, ?event.event_type, ?event.session_state, "node watch fired");
+            name
+        });
+    }
+
+    /// The names of the nodes whose watches fired: at least one (waits for it; never if
+    /// none is set), and every other that fired too.
+    pub(crate) async fn fired(&mut self) -> BTreeSet<String> {
+        let mut fired = BTreeSet::new();
+        match self.waiting.join_next().await {
+            Some(Ok(name)) => {
+                fired.insert(name);
+            }
+            Some(Err(_)) => {}
+            None => std::future::pending::<()>().await,
+        }
+        while let Some(joined) = self.waiting.try_join_next() {
+            fired.extend(joined.ok());
+        }
+        fired
+    }
+}
+
+/// What a view read of a node: its data (`None` if the session may not read it: its ACL)
+/// and its stat.
+pub(crate) type Read = (Option<Vec<u8>>, Stat);
+
+/// A data read sent, with its data watch when one was asked for.
+type Sent<'a> = Pin<Box<dyn Future<Output = ReadReply> + Send + 'a>>;
+type ReadReply =
+    std::result::Result<(Vec<u8>, Stat, Option<OneshotWatcher>), zookeeper_client::Error>;
+
+/// Reads the nodes `names` under `root`, the requests sent back to back; each `None` if the
+/// node does not exist. With `watches`, a data watch is set on each node and added there;
+/// on a node the session may not read (an exists request needs no permission), its stat
+/// is read instead, with an exists watch: it fires on the same changes (a write, a deletion)
+/// and sees the node made again.
+///
+/// # Notable errors
+/// As `get_data`, but for [`Error::NoAuth`] on a node.
+pub(crate) async fn read_nodes(
+    client: &Client,
+    root: &str,
+    names: Vec<String>,
+    mut watches: Option<&mut NodeWatches>,
+) -> Result<Vec<(String, Option<Read>)>> {
+    let watching = watches.is_some();
+    let sent: Vec<Sent<'_>> = names
+        .iter()
+        .map(|name| send_read(client, &path::join(root, name), watching))
+        .collect();
+    let mut read = Vec::with_capacity(names.len());
+    for (name, sent) in names.into_iter().zip(sent) {
+        let node = path::join(root, &name);
+        let answer = answered(client, &node, sent.await, watching).await?;
+        let answer = answer.map(|(data, stat, watcher)| {
+            if let (Some(watches), Some(watcher)) = (watches.as_deref_mut(), watcher) {
+                watches.add(name.clone(), watcher);
+            }
+            (data, stat)
+        });
+        read.push((name, answer));
+    }
+    Ok(read)
+}
+
+/// Sends a read of `node`'s data, with a data watch if `watching`.
+fn send_read<'a>(client: &'a Client, node: &str, watching: bool) -> Sent<'a> {
+    match watching {
+        true => {
+            let read = client.get_and_watch_data(node);
+            Box::pin(async move { read.await.map(|(d, s, w)| (d, s, Some(w))) })
+        }
+        false => {
+            let read = client.get_data(node);
+            Box::pin(async move { read.await.map(|(d, s)| (d, s, None)) })
+        }
+    }
+}
+
+/// What a read of `node` answered, its stat read instead (with an exists watch if
+/// `watching`) if the session may not read it; `None` if the node does not exist.
+///
+/// # Notable errors
+/// As `get_data`, but for [`Error::NoAuth`].
+async fn answered(
+    client: &Client,
+    node: &str,
+    reply: ReadReply,
+    watching: bool,
+) -> Result<Option<(Option<Vec<u8>>, Stat, Option<OneshotWatcher>)>> {
+    match reply {
+        Ok((data, stat, watcher)) => Ok(Some((Some(data), stat, watcher))),
+        Err(zookeeper_client::Error::NoNode) => Ok(None),
+        Err(zookeeper_client::Error::NoAuth) => {
+            debug!(node, "may not read the node: its stat only");
+            let stat = stat_of(client, node, watching).await?;
+            Ok(stat.map(|(stat, watcher)| (None, stat, watcher)))
+        }
+        Err(err) => Err(Error::at(node, err)),
+    }
+}
+
+/// The stat of `node`, with an exists watch if `watching`; `None` if it does not exist.
+async fn stat_of(
+    client: &Client,
+    node: &str,
+    watching: bool,
+) -> Result<Option<(Stat, Option<OneshotWatcher>)>> {
+    let stat = match watching {
+        // Gone meanwhile: the children watch tells (the exists watch is not kept).
+        true => client
+            .check_and_watch_stat(node)
+            .await
+            .map(|(stat, watcher)| stat.map(|stat| (stat, Some(watcher)))),
+        false => client
+            .check_stat(node)
+            .await
+            .map(|stat| stat.map(|stat| (stat, None))),
+    };
+    stat.map_err(|err| Error::at(node, err))
 }
 
 /// Lists `root` on the session's connected client, and follows it in the background (under
@@ -52,13 +202,27 @@ pub(crate) async fn start<V: View>(
     span: Span,
 ) -> Result<watch::Receiver<V::Value>> {
     let client = session.connected()?;
-    let (value, watcher) = look(&client, &root, &mut view)
-        .instrument(span.clone())
-        .await?;
-    drop(client);
-    let (published, receiver) = watch::channel(value);
-    session.spawn(follow(session.clone(), root, view, published, watcher).instrument(span));
-    Ok(receiver)
+    // The first listing runs in the view's task, on the session's runtime, where the watch
+    // tasks the view starts must run.
+    let (first, looked) = oneshot::channel();
+    let following = session.clone();
+    session.spawn(
+        async move {
+            let looked = look(&client, &root, &mut view).await;
+            drop(client);
+            match looked {
+                Ok((value, watcher)) => {
+                    let (published, receiver) = watch::channel(value);
+                    if first.send(Ok(receiver)).is_ok() {
+                        follow(following, root, view, published, watcher).await;
+                    }
+                }
+                Err(err) => drop(first.send(Err(err))),
+            }
+        }
+        .instrument(span),
+    );
+    looked.await.unwrap_or(Err(Error::Closed))
 }
 
 /// Lists `root` with a children watch (an exists watch while it does not exist), and reads
@@ -93,13 +257,15 @@ async fn follow<V: View>(
     mut watcher: OneshotWatcher,
 ) {
     loop {
-        let event = tokio::select! {
+        tokio::select! {
             biased;
             () = published.closed() => return,
             () = session.closed() => return,
-            event = watcher.changed() => event,
+            event = watcher.changed() => {
+                debug!(?event.event_type, ?event.session_state, "children watch fired");
+            }
+            () = view.changed() => {}
         };
-        debug!(?event.event_type, ?event.session_state, "watch fired");
         let looked = tokio::select! {
             biased;
             () = published.closed() => return,
@@ -108,11 +274,11 @@ async fn follow<V: View>(
         };
         let Some((value, next)) = looked else { return };
         watcher = next;
-        published.send_if_modified(|current| {
-            let changed = *current != value;
-            *current = value;
-            changed
-        });
+        // Compared under the read lock: a value that did not change takes no write lock.
+        let changed = *published.borrow() != value;
+        if changed {
+            published.send_replace(value);
+        }
     }
 }
 

@@ -137,11 +137,12 @@ pub(crate) struct Queue {
     id: Arc<[u8]>,
 }
 
-/// A contender as an observer lists it: its node's name, data and fencing token.
+/// A contender as an observer lists it: its node's name, data (`None` if the session may
+/// not read the node: its ACL) and fencing token.
 #[derive(Debug)]
 pub(crate) struct Listed {
     pub(crate) name: String,
-    pub(crate) data: Vec<u8>,
+    pub(crate) data: Option<Vec<u8>>,
     pub(crate) token: u64,
 }
 
@@ -348,7 +349,8 @@ impl Queue {
         &self.root
     }
 
-    /// The contenders under the root, first first, as `(name, data)`; for observers.
+    /// The contenders under the root, first first, as `(name, data)`; for observers. A node
+    /// the session may not read is listed with no data.
     ///
     /// # Notable errors
     /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
@@ -360,10 +362,15 @@ impl Queue {
     /// Cancel safe.
     pub(crate) async fn contenders(&self, session: &Session) -> Result<Vec<(String, Vec<u8>)>> {
         let listed = self.listed(session).await?;
-        Ok(listed.into_iter().map(|l| (l.name, l.data)).collect())
+        Ok(listed
+            .into_iter()
+            .map(|l| (l.name, l.data.unwrap_or_default()))
+            .collect())
     }
 
-    /// The contenders under the root, first first, with their tokens; for observers.
+    /// The contenders under the root, first first, with their tokens; for observers. A node
+    /// the session may not read (its ACL) is listed without data, its token read from its
+    /// stat (an exists request needs no permission).
     ///
     /// # Notable errors
     /// As [`contenders`](Self::contenders).
@@ -381,15 +388,19 @@ impl Queue {
             .collect();
         let mut contenders = Vec::with_capacity(names.len());
         for (name, read) in names.into_iter().zip(reads) {
-            match read.await {
-                Ok((data, stat)) => contenders.push(Listed {
-                    name,
-                    data,
-                    token: u64::try_from(stat.czxid).unwrap_or_default(),
-                }),
-                Err(zookeeper_client::Error::NoNode) => {}
-                Err(err) => return Err(Error::at(&self.root, err)),
-            }
+            let node = path::join(&self.root, &name);
+            let (data, stat) = match read.await {
+                Ok((data, stat)) => (Some(data), stat),
+                Err(zookeeper_client::Error::NoAuth) => match client.check_stat(&node).await {
+                    Ok(Some(stat)) => (None, stat),
+                    Ok(None) => continue,
+                    Err(err) => return Err(Error::at(&node, err)),
+                },
+                Err(zookeeper_client::Error::NoNode) => continue,
+                Err(err) => return Err(Error::at(&node, err)),
+            };
+            let token = u64::try_from(stat.czxid).unwrap_or_default();
+            contenders.push(Listed { name, data, token });
         }
         Ok(contenders)
     }

@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use zk_harness::{
-    await_empty, bounded, observer, session, tolerant_session, unique_root, Ensemble, PATIENCE,
+    await_empty, bounded, digest_session, observer, session, tolerant_session, unique_root,
+    Ensemble, PATIENCE,
 };
-use zk_recipes::{Error, Mutex, RwLock, Semaphore};
+use zk_recipes::{Error, Mutex, NodeAcl, RwLock, Semaphore};
 use zookeeper_client::SessionState;
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -132,7 +133,9 @@ async fn the_largest_ids_accepted_are_carried_and_listed() {
     zk_harness::await_count(&observer, &root, 3).await;
     let listed = mutex.contenders().await.unwrap();
     assert_eq!(listed.len(), 3);
-    assert!(listed.iter().all(|c| c.id.len() == id.len()));
+    assert!(listed
+        .iter()
+        .all(|c| c.id.as_ref().map(String::len) == Some(id.len())));
     assert!(listed[0].holds && listed[0].node == holder.node());
     holder.release().await.unwrap();
     for waiter in waiters {
@@ -141,5 +144,80 @@ async fn the_largest_ids_accepted_are_carried_and_listed() {
             .unwrap()
             .unwrap();
     }
+    await_empty(&observer, &root).await;
+}
+
+/// A waiter whose node only its own user may read, behind an open holder: an open session
+/// lists both (the unreadable one in its place, with its token, without an id) and asks the
+/// holder to let go; nothing fails for the one node it cannot read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_contender_node_the_observer_may_not_read_is_listed_without_an_id() {
+    let zk = Ensemble::shared(1).await;
+    let hosts = zk.connect_string();
+    let root = unique_root("contenders-unreadable");
+    let open = session(&hosts, SESSION_TIMEOUT).await;
+    let holder = Mutex::new(&open, &root).unwrap().id("open-holder").unwrap();
+    let guard = holder.lock().await.unwrap();
+    let private = digest_session(&hosts, SESSION_TIMEOUT, "billing-svc", "another password").await;
+    let hidden = Mutex::new(&private, &root)
+        .unwrap()
+        .node_acl(NodeAcl::CreatorOnly)
+        .id("hidden")
+        .unwrap();
+    let waiter = tokio::spawn(async move { hidden.lock().await.unwrap().release().await });
+    let observer = observer(&hosts).await;
+    zk_harness::await_count(&observer, &root, 2).await;
+    let waiter_node = format!("{root}/{}", zk_harness::children(&observer, &root).await[1]);
+    assert!(
+        matches!(
+            observer.get_data(&waiter_node).await,
+            Err(zookeeper_client::Error::NoAuth)
+        ),
+        "the waiter's node is unreadable to others"
+    );
+    let token = observer
+        .check_stat(&waiter_node)
+        .await
+        .unwrap()
+        .unwrap()
+        .czxid;
+
+    let listed = holder.contenders().await.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!(
+        (
+            listed[0].node.as_str(),
+            listed[0].holds,
+            listed[0].id.as_deref()
+        ),
+        (guard.node(), true, Some("open-holder"))
+    );
+    assert_eq!(
+        (
+            listed[1].node.as_str(),
+            listed[1].holds,
+            listed[1].id.as_deref()
+        ),
+        (waiter_node.as_str(), false, None)
+    );
+    assert_eq!(listed[1].token, u64::try_from(token).unwrap());
+    assert!(!listed[1].revocation_requested);
+    assert_eq!(
+        holder.revoke_holders().await.unwrap(),
+        vec![guard.node().to_owned()]
+    );
+    bounded(
+        "the holder is asked",
+        PATIENCE,
+        guard.revocation_requested(),
+    )
+    .await
+    .unwrap();
+
+    guard.release().await.unwrap();
+    bounded("the waiter goes", PATIENCE, waiter)
+        .await
+        .unwrap()
+        .unwrap();
     await_empty(&observer, &root).await;
 }

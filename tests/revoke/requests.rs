@@ -206,7 +206,7 @@ async fn an_asked_leader_is_not_shown_with_the_marker_as_its_id() {
         .unwrap();
     candidate.resign().await.unwrap();
     await_empty(&observer, &root).await;
-    assert!(contenders[0].revocation_requested && contenders[0].id.is_empty());
+    assert!(contenders[0].revocation_requested && contenders[0].id.is_none());
     assert_ne!(
         shown.id, "__REVOKE__",
         "leader() shows the marker as the id: {shown:?}"
