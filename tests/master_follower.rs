@@ -98,8 +98,6 @@ enum Work {
     Started(u32),
     /// Stopped, and whether because its lock was lost (noticed by the replica itself).
     Stopped(u32, bool),
-    /// The whole set it works on now (how the example before issue 33 said it).
-    Set(BTreeSet<u32>),
 }
 
 fn work(text: &str) -> Option<Work> {
@@ -107,16 +105,9 @@ fn work(text: &str) -> Option<Work> {
     if let Some(rest) = text.strip_prefix("working on partition ") {
         return number(rest).map(Work::Started);
     }
-    if let Some(rest) = text.strip_prefix("stopped working on partition ") {
-        let lock_lost = rest.contains(": lock lost");
-        return number(rest).map(|p| Work::Stopped(p, lock_lost));
-    }
-    let set = text
-        .strip_prefix("working on partitions ")?
-        .strip_suffix(" only")?;
-    Some(Work::Set(
-        set.split(',').filter_map(|p| p.parse().ok()).collect(),
-    ))
+    let rest = text.strip_prefix("stopped working on partition ")?;
+    let lock_lost = rest.contains(": lock lost");
+    number(rest).map(|p| Work::Stopped(p, lock_lost))
 }
 
 /// A stretch of time in which a replica worked on a partition.
@@ -135,19 +126,11 @@ struct Interval {
 fn intervals(log: &[Line]) -> Vec<Interval> {
     let mut done = Vec::new();
     let mut open: BTreeMap<(String, u32), Interval> = BTreeMap::new();
-    let mut sets: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     for line in log {
         let (started, stopped, lock_lost) = match work(&line.text) {
             None => continue,
             Some(Work::Started(p)) => (vec![p], vec![], false),
             Some(Work::Stopped(p, lock_lost)) => (vec![], vec![p], lock_lost),
-            Some(Work::Set(now)) => {
-                let before = sets
-                    .insert(line.id.clone(), now.clone())
-                    .unwrap_or_default();
-                let started = now.difference(&before).copied().collect();
-                (started, before.difference(&now).copied().collect(), false)
-            }
         };
         for p in stopped {
             if let Some(mut interval) = open.remove(&(line.id.clone(), p)) {
