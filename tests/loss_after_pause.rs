@@ -6,13 +6,14 @@
 //! test stops it with SIGSTOP, lets another process take the lock once the stopped one's
 //! session expired, resumes it with SIGCONT and asks once more.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{ChildStdout, Command};
+use tokio::process::ChildStdout;
 use zk_harness::history::{History, Section};
-use zk_harness::{await_empty, bounded, observer, session, unique_root, Ensemble, PATIENCE};
+use zk_harness::{
+    await_empty, bounded, child_test, observer, session, signal, unique_root, Ensemble, PATIENCE,
+};
 use zk_recipes::Mutex;
 
 /// The paused holder's session timeout.
@@ -46,25 +47,7 @@ async fn paused_holder() {
 
 /// Starts the child holding `root` on `hosts`.
 fn paused_holder_process(hosts: &str, root: &str) -> tokio::process::Child {
-    Command::new(std::env::current_exe().expect("this test binary"))
-        .args([
-            "--exact",
-            "paused_holder",
-            "--include-ignored",
-            "--nocapture",
-        ])
-        .args(["--test-threads", "1", "--quiet"])
-        .env(CHILD, format!("{hosts} {root}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the holder process")
-}
-
-fn signal(pid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: kill(2) with a pid of our own child and a valid signal number.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid} {signal}");
+    child_test("paused_holder", CHILD, &format!("{hosts} {root}"))
 }
 
 /// The child's next answer (lines that are not answers, from the test runner, skipped).

@@ -9,17 +9,16 @@
 //! Each hold's loss is read twice: by a task that awaited it before the event, and once
 //! more after every hold settled. All six readings are equal.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{ChildStdout, Command};
+use tokio::process::ChildStdout;
 use tokio::task::JoinHandle;
 use zk_harness::semaphore::await_nothing_left;
 use zk_harness::{
-    await_empty, bounded, expire_session, live_client, observer, session, tolerant_session,
-    unique_root, Ensemble, PATIENCE,
+    await_empty, bounded, child_test, expire_session, live_client, observer, session, signal,
+    tolerant_session, unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{
     Candidate, LeaderElection, Leadership, Lease, Loss, Mutex, MutexGuard, Semaphore, Session,
@@ -146,25 +145,7 @@ async fn stopped_holder() {
 }
 
 fn stopped_holder_process(hosts: &str, root: &str) -> tokio::process::Child {
-    Command::new(std::env::current_exe().expect("this test binary"))
-        .args([
-            "--exact",
-            "stopped_holder",
-            "--include-ignored",
-            "--nocapture",
-        ])
-        .args(["--test-threads", "1", "--quiet"])
-        .env(CHILD, format!("{hosts} {root}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the holder process")
-}
-
-fn signal(pid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: kill(2) with a pid of our own child and a valid signal number.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid} {signal}");
+    child_test("stopped_holder", CHILD, &format!("{hosts} {root}"))
 }
 
 /// The child's next line that starts with `prefix` (the test runner's own lines skipped).

@@ -40,6 +40,7 @@
 //! and benchmark use it as a dev-dependency.
 
 mod candidates;
+mod child;
 mod clients;
 mod config;
 mod ensemble;
@@ -58,6 +59,7 @@ mod watches;
 mod znodes;
 
 pub use candidates::{await_one_leader, join_election, leaders, participant_ids, Seat};
+pub use child::{child_test, signal};
 pub use clients::{
     digest_session, live_client, observer, plain_client, session, session_id, tolerant_session,
     OBSERVER_TIMEOUT,
