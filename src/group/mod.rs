@@ -262,19 +262,26 @@ impl MembersView {
     }
 
     /// Marks stale each known member whose node this session may not read and that is gone
-    /// or is another node now (its stat tells: an exists request needs no permission). No
-    /// watch tells about such a node: the servers drop its notifications for this session.
+    /// or is another node now (its stat tells: an exists request needs no permission; the
+    /// requests are sent back to back). No watch tells about such a node: the servers drop
+    /// its notifications for this session.
     ///
     /// # Notable errors
     /// As `exists`.
     async fn look_at_unreadable(&mut self, client: &Client, root: &str) -> Result<()> {
-        let unreadable = self
+        let sent: Vec<_> = self
             .known
             .values()
-            .filter(|m| m.data.is_none() && !self.stale.contains(&m.id));
+            .filter(|m| m.data.is_none() && !self.stale.contains(&m.id))
+            .map(|m| {
+                let node = path::join(root, &m.id);
+                let stat = client.check_stat(&node);
+                (m, node, stat)
+            })
+            .collect();
         let mut replaced = Vec::new();
-        for member in unreadable {
-            let stat = view::stat_of(client, &path::join(root, &member.id)).await?;
+        for (member, node, stat) in sent {
+            let stat = stat.await.map_err(|err| Error::at(&node, err))?;
             if stat.and_then(|s| u64::try_from(s.czxid).ok()) != Some(member.created) {
                 replaced.push(member.id.clone());
             }

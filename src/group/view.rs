@@ -177,7 +177,7 @@ async fn answered(
 ///
 /// # Notable errors
 /// As `exists`.
-pub(crate) async fn stat_of(client: &Client, node: &str) -> Result<Option<Stat>> {
+async fn stat_of(client: &Client, node: &str) -> Result<Option<Stat>> {
     client
         .check_stat(node)
         .await
