@@ -475,6 +475,68 @@ async fn a_member_node_the_observer_may_not_read_is_listed_without_data() {
     await_empty(&observer(&hosts).await, &root).await;
 }
 
+/// The servers tell no session about a node it may not read (ZooKeeper 3.8 drops the
+/// notification and the watch): a member node the observer may not read, replaced in one
+/// multi by a node of the same name that it may read, is seen by its stat at the listing
+/// the replacement causes. Each round: the view shows the new node, as `members()` does.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_member_replaced_in_one_multi_shows_the_new_node() {
+    use zookeeper_client::{Acls, CreateMode};
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "group-unreadable-replaced", 0, SESSION_TIMEOUT).await;
+    let taker = plain_client(&fx.hosts, SESSION_TIMEOUT).await;
+    // An open group path, made before the private member joins.
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    taker.create(&fx.root, b"", &open).await.unwrap();
+    let private = digest_session(&fx.hosts, SESSION_TIMEOUT, "billing-svc", "a password").await;
+    let secret = Group::new(&private, &fx.root)
+        .unwrap()
+        .node_acl(NodeAcl::CreatorOnly)
+        .join("x", "secret")
+        .await
+        .unwrap();
+    let o = session(&fx.hosts, SESSION_TIMEOUT).await;
+    let group = Group::new(&o, &fx.root).unwrap();
+    let mut view = group.watch_members().await.unwrap();
+    assert_eq!(view.borrow()[0].data, None);
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    let hider = plain_client(&fx.hosts, SESSION_TIMEOUT).await;
+    hider
+        .auth("digest", b"billing-svc:a password")
+        .await
+        .unwrap();
+    let private_ephemeral = CreateMode::Ephemeral.with_acls(Acls::creator_all());
+    for round in 0..3 {
+        let mut take = taker.new_multi_writer();
+        take.add_delete(secret.node(), None).unwrap();
+        take.add_create(secret.node(), format!("r{round}").as_bytes(), &ephemeral)
+            .unwrap();
+        take.commit().await.unwrap();
+        let (_, stat) = taker.get_data(secret.node()).await.unwrap();
+        let created = u64::try_from(stat.czxid).unwrap();
+        await_watch("the new x", &mut view, |m| {
+            m.len() == 1 && m[0].created == created
+        })
+        .await;
+        let shown = format!("r{round}").into_bytes();
+        assert_eq!(view.borrow()[0].data.as_deref(), Some(&shown[..]));
+        assert_eq!(group.members().await.unwrap(), *view.borrow());
+        // Back to a node the observer may not read, for the next round.
+        taker.delete(secret.node(), None).await.unwrap();
+        await_watch("x gone", &mut view, |m| m.is_empty()).await;
+        hider
+            .create(secret.node(), b"secret", &private_ephemeral)
+            .await
+            .unwrap();
+        await_watch("x back, unreadable", &mut view, |m| {
+            m.len() == 1 && m[0].data.is_none()
+        })
+        .await;
+    }
+    drop((secret, hider));
+    fx.nothing_left().await;
+}
+
 #[tokio::test]
 async fn the_leader_view_follows_the_election() {
     let zk = Ensemble::shared(1).await;

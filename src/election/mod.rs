@@ -37,6 +37,9 @@ pub enum Role {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Participant {
     /// The id the candidate joined with (its node's data, up to a NUL if it proclaimed).
+    /// Empty if it is not known: this session may not read the node (its ACL: the candidate
+    /// is listed all the same, in its place), or someone asked it to let go (its data was
+    /// overwritten).
     pub id: String,
     /// Full path of its node.
     pub node: String,

@@ -74,8 +74,12 @@ pub struct Member {
 ///   again (and new members).
 /// * **Nodes the session may not read.** A member node whose ACL denies this session reading
 ///   it ([`NodeAcl::CreatorOnly`] of another user) is listed without data (`data` is `None`),
-///   watched with an exists watch instead (it needs no permission), and does not stop the
-///   view or the listing.
+///   and does not stop the view or the listing. The servers tell a session nothing about a
+///   node it may not read (they drop the notification, and the watch), so a view sets no
+///   watch on it: it reads its stat again at each listing (when members join or leave), and
+///   reads the member again when it is another node. For the same reason, a member whose
+///   node's ACL is changed to deny this session reading it after it was read is shown as
+///   last read for as long as its id is listed (a change of ACL fires no watch).
 ///
 /// # How stale a view can be
 ///
@@ -237,9 +241,9 @@ fn check_data(data: &[u8]) -> Result<()> {
 }
 
 /// The members view: ids and data, keyed by node. Following, it sets a data watch on each
-/// member's node (an exists watch on one it may not read) and reads a member again when its
-/// watch fires: its data was set, or its node was deleted (and maybe made again by another
-/// session). A one-off listing sets none.
+/// member's node it may read and reads a member again when its watch fires: its data was
+/// set, or its node was deleted (and maybe made again by another session); a member it may
+/// not read is looked at again (its stat) at each listing. A one-off listing sets none.
 #[derive(Default)]
 struct MembersView {
     known: BTreeMap<String, Member>,
@@ -256,6 +260,35 @@ impl MembersView {
             ..MembersView::default()
         }
     }
+
+    /// Marks stale each known member whose node this session may not read and that is gone
+    /// or is another node now (its stat tells: an exists request needs no permission; the
+    /// requests are sent back to back). No watch tells about such a node: the servers drop
+    /// its notifications for this session.
+    ///
+    /// # Notable errors
+    /// As `exists`.
+    async fn look_at_unreadable(&mut self, client: &Client, root: &str) -> Result<()> {
+        let sent: Vec<_> = self
+            .known
+            .values()
+            .filter(|m| m.data.is_none() && !self.stale.contains(&m.id))
+            .map(|m| {
+                let node = path::join(root, &m.id);
+                let stat = client.check_stat(&node);
+                (m, node, stat)
+            })
+            .collect();
+        let mut replaced = Vec::new();
+        for (member, node, stat) in sent {
+            let stat = stat.await.map_err(|err| Error::at(&node, err))?;
+            if stat.and_then(|s| u64::try_from(s.czxid).ok()) != Some(member.created) {
+                replaced.push(member.id.clone());
+            }
+        }
+        self.stale.extend(replaced);
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -271,6 +304,7 @@ impl view::View for MembersView {
         let children: BTreeSet<String> = children.into_iter().collect();
         self.known.retain(|id, _| children.contains(id));
         self.stale.retain(|id| children.contains(id));
+        self.look_at_unreadable(client, root).await?;
         let unread: Vec<String> = children
             .into_iter()
             .filter(|id| self.stale.contains(id) || !self.known.contains_key(id))

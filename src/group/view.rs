@@ -10,6 +10,10 @@
 //! connection is down the watches stay registered: the servers fire them after the
 //! reconnect if what they watch changed meanwhile (a node deleted and made again under the
 //! same name included: its data watch fires).
+//!
+//! The servers tell a session nothing about a node it may not read (its ACL): they drop the
+//! notification, and the watch with it. So a view sets no watch on such a node; the listing
+//! the children watch causes is when it looks at it again (see [`stat_of`]).
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -101,8 +105,7 @@ type ReadReply =
 /// Reads the nodes `names` under `root`, the requests sent back to back; each `None` if the
 /// node does not exist. With `watches`, a data watch is set on each node and added there;
 /// on a node the session may not read (an exists request needs no permission), its stat
-/// is read instead, with an exists watch: it fires on the same changes (a write, a deletion)
-/// and sees the node made again.
+/// is read instead, and no watch is set: the servers would never fire it for this session.
 ///
 /// # Notable errors
 /// As `get_data`, but for [`Error::NoAuth`] on a node.
@@ -120,7 +123,7 @@ pub(crate) async fn read_nodes(
     let mut read = Vec::with_capacity(names.len());
     for (name, sent) in names.into_iter().zip(sent) {
         let node = path::join(root, &name);
-        let answer = answered(client, &node, sent.await, watching).await?;
+        let answer = answered(client, &node, sent.await).await?;
         let answer = answer.map(|(data, stat, watcher)| {
             if let (Some(watches), Some(watcher)) = (watches.as_deref_mut(), watcher) {
                 watches.add(name.clone(), watcher);
@@ -146,8 +149,8 @@ fn send_read<'a>(client: &'a Client, node: &str, watching: bool) -> Sent<'a> {
     }
 }
 
-/// What a read of `node` answered, its stat read instead (with an exists watch if
-/// `watching`) if the session may not read it; `None` if the node does not exist.
+/// What a read of `node` answered, its stat read instead (no watch) if the session may not
+/// read it; `None` if the node does not exist.
 ///
 /// # Notable errors
 /// As `get_data`, but for [`Error::NoAuth`].
@@ -155,38 +158,30 @@ async fn answered(
     client: &Client,
     node: &str,
     reply: ReadReply,
-    watching: bool,
 ) -> Result<Option<(Option<Vec<u8>>, Stat, Option<OneshotWatcher>)>> {
     match reply {
         Ok((data, stat, watcher)) => Ok(Some((Some(data), stat, watcher))),
         Err(zookeeper_client::Error::NoNode) => Ok(None),
         Err(zookeeper_client::Error::NoAuth) => {
             debug!(node, "may not read the node: its stat only");
-            let stat = stat_of(client, node, watching).await?;
-            Ok(stat.map(|(stat, watcher)| (None, stat, watcher)))
+            let stat = stat_of(client, node).await?;
+            Ok(stat.map(|stat| (None, stat, None)))
         }
         Err(err) => Err(Error::at(node, err)),
     }
 }
 
-/// The stat of `node`, with an exists watch if `watching`; `None` if it does not exist.
-async fn stat_of(
-    client: &Client,
-    node: &str,
-    watching: bool,
-) -> Result<Option<(Stat, Option<OneshotWatcher>)>> {
-    let stat = match watching {
-        // Gone meanwhile: the children watch tells (the exists watch is not kept).
-        true => client
-            .check_and_watch_stat(node)
-            .await
-            .map(|(stat, watcher)| stat.map(|stat| (stat, Some(watcher)))),
-        false => client
-            .check_stat(node)
-            .await
-            .map(|stat| stat.map(|stat| (stat, None))),
-    };
-    stat.map_err(|err| Error::at(node, err))
+/// The stat of `node` (an exists request needs no permission), with no watch: ZooKeeper
+/// 3.8 servers consume a watch on a node the session may not read without notifying it,
+/// so one would never fire. `None` if it does not exist.
+///
+/// # Notable errors
+/// As `exists`.
+async fn stat_of(client: &Client, node: &str) -> Result<Option<Stat>> {
+    client
+        .check_stat(node)
+        .await
+        .map_err(|err| Error::at(node, err))
 }
 
 /// Lists `root` on the session's connected client, and follows it in the background (under
