@@ -771,3 +771,49 @@ async fn a_membership_taken_after_its_session_expired_is_lost_with_the_session()
     fx.nothing_left().await;
     s.close();
 }
+
+/// A membership that leaves while cut off, after another session took its id meanwhile
+/// (an operator deleted `x`, another replica joined as `x`), deletes nothing: its delete,
+/// sent once the connection is back, would find the taker's node at the path. Only a node
+/// its own session owns is deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_membership_that_leaves_while_cut_off_never_deletes_the_takers_node() {
+    use zookeeper_client::{Acls, CreateMode};
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "group-leave-taken", 0, SESSION_TIMEOUT).await;
+    let proxy = zk.proxy(0).await;
+    let s = session(&proxy.address(), Duration::from_secs(20)).await;
+    let taker = plain_client(&fx.hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &fx.root)
+        .unwrap()
+        .join("x", "mine")
+        .await
+        .unwrap();
+    let node = member.node().to_owned();
+
+    proxy.cut();
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    let mut take = taker.new_multi_writer();
+    take.add_delete(&node, None).unwrap();
+    take.add_create(&node, b"taker's", &ephemeral).unwrap();
+    take.commit().await.unwrap();
+    let (_, taken) = taker.get_data(&node).await.unwrap();
+    let leaving = tokio::spawn(member.leave());
+    tokio::time::sleep(QUIET).await; // a hold time: the leave is under way while cut off
+    proxy.restore();
+    let left = bounded("leave", PATIENCE, leaving).await.unwrap();
+
+    let after = taker.get_data(&node).await;
+    if after.is_ok() {
+        taker.delete(&node, None).await.unwrap();
+    }
+    fx.nothing_left().await;
+    s.close();
+    assert!(left.is_ok(), "{left:?}");
+    let (data, after) = after.expect("the leave deleted the taker's node");
+    assert_eq!(data, b"taker's");
+    assert_eq!(
+        (after.version, after.mzxid, after.ephemeral_owner),
+        (taken.version, taken.mzxid, taker.session_id().0)
+    );
+}

@@ -183,7 +183,9 @@ impl Membership {
 
     /// Leaves the group: deletes the node and returns once it is gone (deleted, or gone
     /// with its session). While the connection is down it waits for it, at most until the
-    /// servers would have expired the session.
+    /// servers would have expired the session. Only a node its session owns is deleted: a
+    /// node another session made at the path (the id taken while this one was cut off,
+    /// before it heard) is left alone.
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the servers refused to make the node again after it went, or
@@ -462,9 +464,11 @@ impl Claim {
         }
     }
 
-    /// Deletes the node made on `client`, as every recipe deletes its nodes.
+    /// Deletes the node made on `client` while that session owns it: once the id was taken
+    /// (even before this task heard it, a leave sent while cut off), the node at the path
+    /// is the taker's, never deleted.
     async fn remove(&self, client: Weak<Client>) -> Result<()> {
-        let removal = Removal::Node(self.node.to_string(), false);
+        let removal = Removal::Owned(self.node.to_string());
         let left = spawn_removal(&self.session, client, removal).await?;
         info!(?left, "left");
         Ok(())
