@@ -119,6 +119,47 @@ async fn bad_input_is_refused_at_once_and_creates_nothing() {
     );
 }
 
+/// A member's id that is a contender's node name (`_c_<uuid>-lock-<seq>`, kazoo's
+/// `<hex>__lock__<seq>`) is refused, by `check_name` and `join`, before anything is sent:
+/// `revoke` would take the member's node for a contender's and overwrite its data.
+#[tokio::test]
+async fn a_member_id_named_as_a_contender_is_refused() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-contender-id");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let group = Group::new(&s, &root).unwrap();
+    for id in [
+        "_c_0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b-lock-0000000001",
+        "_c_0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b-latch--000000001",
+        "9f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e__lock__0000000003",
+    ] {
+        assert!(
+            matches!(
+                zk_recipes::check_name(&root, id),
+                Err(Error::InvalidPath { .. })
+            ),
+            "check_name {id:?}"
+        );
+        match group.join(id, "10.0.0.1:80").await {
+            Err(Error::InvalidArgument(reason)) => {
+                assert!(reason.contains("member id"), "{reason}")
+            }
+            other => panic!("id {id:?}: {other:?}"),
+        }
+    }
+    // Names near it are members' ids as any other.
+    for id in ["_c_x", "member-0000000001", "lock-0000000001"] {
+        zk_recipes::check_name(&root, id).unwrap();
+    }
+    let zk_client = observer(&hosts).await;
+    assert_eq!(
+        zk_client.check_stat(&root).await.unwrap(),
+        None,
+        "nothing created"
+    );
+}
+
 #[tokio::test]
 async fn an_id_held_by_another_live_session_is_refused_and_not_touched() {
     let zk = Ensemble::shared(1).await;
