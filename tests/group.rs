@@ -858,3 +858,25 @@ async fn a_membership_that_leaves_while_cut_off_never_deletes_the_takers_node() 
         (taken.version, taken.mzxid, taker.session_id().0)
     );
 }
+
+/// A membership whose session is closed is over: lost with `Loss::Closed`, and its
+/// presence says its node is gone (it went with the session), not `Present`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_membership_whose_session_was_closed_is_lost_and_absent() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "group-closed", 0, SESSION_TIMEOUT).await;
+    let s = session(&fx.hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &fx.root)
+        .unwrap()
+        .join("a", "x")
+        .await
+        .unwrap();
+    s.close().await;
+    let loss = bounded("the loss", PATIENCE, member.lost()).await;
+    let presence = member.presence();
+    let lost = member.is_lost();
+    bounded("leave", PATIENCE, member.leave()).await.unwrap();
+    fx.nothing_left().await;
+    assert_eq!((loss, lost), (Loss::Closed, true));
+    assert_eq!(presence, Presence::Absent, "the node went with its session");
+}

@@ -32,7 +32,8 @@ pub enum Presence {
     /// the connection is suspended it stays `Present`: the session, and the node, may live.
     Present,
     /// The node went (session expired, someone deleted it) and is being made again; or the
-    /// membership ended with an error ([`Membership::leave`] returns it).
+    /// membership ended: with an error ([`Membership::leave`] returns it), or with its
+    /// session closed.
     Absent,
     /// While the node was away, another session made `<path>/<id>` its own. The membership
     /// does not take it back: it ends; leave and join again when the id is free.
@@ -245,7 +246,7 @@ async fn keep(
         let went = tokio::select! {
             biased;
             _ = &mut stopped => break,
-            () = claim.session.closed() => return closed(&ended),
+            () = claim.session.closed() => return closed(&presence, &ended),
             went = claim.gone(&client) => went,
         };
         presence.send_replace(Presence::Absent);
@@ -254,7 +255,7 @@ async fn keep(
             biased;
             // The create may have been sent: remove what it made.
             _ = &mut stopped => return claim.remove_if_made().await,
-            () = claim.session.closed() => return closed(&ended),
+            () = claim.session.closed() => return closed(&presence, &ended),
             remade = claim.remake(owner) => remade,
         };
         match remade {
@@ -281,9 +282,11 @@ async fn keep(
     claim.remove(client).await
 }
 
-/// Publishes that the membership ended with its session closed.
-fn closed(ended: &watch::Sender<Option<Loss>>) -> Result<()> {
+/// Publishes that the membership ended with its session closed: lost, and its node gone
+/// with the session.
+fn closed(presence: &watch::Sender<Presence>, ended: &watch::Sender<Option<Loss>>) -> Result<()> {
     ended.send_replace(Some(Loss::Closed));
+    presence.send_replace(Presence::Absent);
     Ok(())
 }
 
