@@ -8,7 +8,8 @@
 //! when it was written before the call). A request to a node belongs to the node, heard by
 //! every handle of it: once one handle saw the marker, every guard (re-entered ones too),
 //! lease or leadership made for that node hears it, a leader's next term on the same node
-//! included, even after the holder's own write (a proclamation) replaced the marker. So it
+//! included, even after the holder's own write (a proclamation, a [fenced](crate::Fenced)
+//! write into its node: it reads the node first) replaced the marker. So it
 //! works both ways: a Curator holder made revocable (`makeRevocable`) is called back when
 //! zk-recipes asks, and a zk-recipes holder hears Curator's `Revoker`.
 //!
