@@ -12,7 +12,7 @@ use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{Holding, MAX_DATA};
-use crate::session::{connected_now, Session};
+use crate::session::{connected_now, retry, Session};
 use crate::trust::Trust;
 
 /// The bytes a multi spends on one operation besides its path and data, at most: its
@@ -20,6 +20,11 @@ use crate::trust::Trust;
 /// create flags (4) and a create's ACL list (at most two entries of ours: under 64). The
 /// request's own header fits in what [`MAX_DATA`] leaves below the servers' limit.
 const OP_OVERHEAD: usize = 96;
+
+/// How many times a transaction that writes into the holder's own node is sent while the
+/// node keeps changing between its read and the write (others write into it: a request to
+/// let go, a hint).
+const OWN_NODE_ATTEMPTS: u32 = 3;
 
 /// What a hold offers for writes fenced by it: the holder's node, on the holder's session.
 #[derive(Clone, Debug)]
@@ -50,6 +55,23 @@ impl Fence {
     pub(crate) fn note(&self, data: &[u8]) {
         if data == crate::revoke::REVOKE {
             self.asked.store(true, Ordering::Release);
+        }
+    }
+
+    /// Reads the holder's node, notes a request to let go in it, and returns its version.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] if the hold reads as lost or its node is gone.
+    pub(crate) async fn read_own_node(&self) -> Result<i32> {
+        let client = self.client()?;
+        match retry(&client, || client.get_data(self.node())).await {
+            Ok((data, stat)) => {
+                self.note(&data);
+                Ok(stat.version)
+            }
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Err(self.lost()),
+            Err(Error::ZooKeeper(err)) => Err(Error::at(self.node(), err)),
+            Err(err) => Err(err),
         }
     }
 
@@ -135,6 +157,11 @@ impl Holding {
 /// * **Hints do not fence.** The check is of the node's existence (any version): a write
 ///   into the holder's node by someone else (Curator's revoker, an operator's hint) never
 ///   makes fenced writes fail.
+/// * **A request to let go is never written over unseen.** A transaction that sets the
+///   data of the holder's own node reads the node first (a request to let go found there
+///   stays heard by `revocation_requested()`) and checks, instead of its existence, the
+///   version read; if others wrote into the node meanwhile, it is read and sent again,
+///   three times at most.
 /// * **The caller's own failures are told apart.** An operation of the caller's that the
 ///   servers refuse (a missing node, a version that does not match) fails the whole multi
 ///   with [`Error::FencedOpFailed`], which names the operation's index, its path and why.
@@ -261,7 +288,9 @@ impl Fenced {
     /// * [`Error::Lost`] if the hold is over (its node is gone, its session expired or
     ///   was closed) or already reads as lost: nothing was written.
     /// * [`Error::FencedOpFailed`] if the servers refused an operation of the caller's
-    ///   (index, path and reason): nothing was written.
+    ///   (index, path and reason): nothing was written. Also (reason `BadVersion`) if others
+    ///   kept writing into the holder's node while the transaction wrote into it, three
+    ///   times.
     /// * [`Error::InvalidPath`] or [`Error::InvalidArgument`] for a malformed path or a
     ///   transaction too large for the servers: nothing was sent.
     /// * [`Error::NoAuth`] if the servers refuse to let the session read the holder's node
@@ -277,23 +306,52 @@ impl Fenced {
         let span = info_span!("zk.fenced.commit", node = %self.fence.node, ops = self.ops.len());
         async {
             self.validate()?;
-            let client = self.fence.client()?;
-            connected_now(&client).map_err(|err| match err {
-                Error::Disconnected => err,
-                _ => self.fence.lost(),
-            })?;
-            let acl = self.fence.acl;
-            let mut writer = client.new_multi_writer();
-            writer.add_check_version(&self.fence.node, -1)?;
-            for (index, op) in self.ops.iter().enumerate() {
-                op.add_to(&mut writer, acl)
-                    .map_err(|err| invalid(index, op, &err.to_string()))?;
+            let mut attempt = 1;
+            loop {
+                let committed = self.send().await?;
+                match committed {
+                    // The holder's node changed between its read and the write over it.
+                    Err(MultiWriteError::OperationFailed {
+                        index: 0,
+                        source: zookeeper_client::Error::BadVersion,
+                    }) if attempt < OWN_NODE_ATTEMPTS => attempt += 1,
+                    committed => return self.outcome(committed),
+                }
             }
-            let committed = writer.commit().await;
-            self.outcome(committed)
         }
         .instrument(span)
         .await
+    }
+
+    /// Sends the multi once: the check of the holder's node, then the operations. One that
+    /// writes into the holder's node itself is sent behind a read of it, and checks the
+    /// version read: a request to let go in it is latched before it is written over, never
+    /// withdrawn unseen.
+    async fn send(&self) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
+        let client = self.fence.client()?;
+        connected_now(&client).map_err(|err| match err {
+            Error::Disconnected => err,
+            _ => self.fence.lost(),
+        })?;
+        let version = match self.own_node_write() {
+            Some(_) => self.fence.read_own_node().await?,
+            None => -1,
+        };
+        let acl = self.fence.acl;
+        let mut writer = client.new_multi_writer();
+        writer.add_check_version(&self.fence.node, version)?;
+        for (index, op) in self.ops.iter().enumerate() {
+            op.add_to(&mut writer, acl)
+                .map_err(|err| invalid(index, op, &err.to_string()))?;
+        }
+        Ok(writer.commit().await)
+    }
+
+    /// The index of the first operation that sets the data of the holder's own node.
+    fn own_node_write(&self) -> Option<usize> {
+        self.ops
+            .iter()
+            .position(|op| matches!(op, Op::SetData { path, .. } if **path == *self.fence.node))
     }
 
     /// Checks every operation before anything is sent.
@@ -333,6 +391,15 @@ impl Fenced {
                 index: 0,
                 source: Zk::NoNode,
             }) => Err(self.fence.lost()),
+            // The version read of the holder's node moved: the write into it failed.
+            Err(MultiWriteError::OperationFailed {
+                index: 0,
+                source: Zk::BadVersion,
+            }) => Err(Error::FencedOpFailed {
+                index: self.own_node_write().unwrap_or_default(),
+                path: self.fence.node.to_string(),
+                reason: Zk::BadVersion,
+            }),
             Err(MultiWriteError::OperationFailed { index: 0, source }) => {
                 Err(Error::at(&self.fence.node, source))
             }
@@ -426,7 +493,9 @@ macro_rules! fence_methods {
         #[doc = "Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke)."]
         #[doc = "A request to the node belongs to the node: once any handle of it saw the"]
         #[doc = "marker (a re-entered guard, a clone, a leader's earlier term on the same node),"]
-        #[doc = "this resolves, even after the holder's own write replaced the marker."]
+        #[doc = "this resolves, even after the holder's own write replaced the marker (such a"]
+        #[doc = "write, a proclamation or a fenced one, reads the node first: it never replaces"]
+        #[doc = "a marker unseen)."]
         #[doc = ""]
         #[doc = "# Notable errors"]
         #[doc = "* [`Error::Lost`](crate::Error::Lost) if the hold ends first."]

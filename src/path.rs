@@ -27,16 +27,14 @@ pub fn check_path(path: &str) -> Result<()> {
     validate_root(path).map(|_| ())
 }
 
-/// Checks `name` as one node's name under the recipe root `parent`, by the rule
-/// [`Group::join`](crate::Group::join) checks a member's id with (and
-/// [`KeyedMutex`](crate::KeyedMutex) a key), without a session: a program can refuse a bad
-/// id before it connects. Nothing is sent.
+/// Checks `name` as one node's name under the recipe root `parent` (a per-key lock's key,
+/// a group member's id: see [`check_name`](crate::check_name)).
 ///
 /// # Notable errors
 /// * [`Error::InvalidPath`] if `parent` is no recipe root (see [`check_path`]), or `name`
 ///   is empty, `.` or `..`, holds a `/` or a character ZooKeeper rejects, or makes the path
 ///   longer than 32 KiB; its reason says which.
-pub fn check_name(parent: &str, name: &str) -> Result<()> {
+pub(crate) fn check_name(parent: &str, name: &str) -> Result<()> {
     validate_root(parent)?;
     child(parent, name).map(|_| ())
 }

@@ -14,10 +14,8 @@ use tracing::{debug, info};
 
 use crate::election::{Leadership, Participant};
 use crate::error::{Error, Result};
-use crate::fenced::Fence;
 use crate::queue::MAX_DATA;
 use crate::revoke::REVOKE;
-use crate::session::retry;
 
 /// Writes a proclamation tries while the node keeps changing between its read and its write
 /// (someone else writes into it: a request to let go, a hint).
@@ -90,7 +88,7 @@ impl Leadership {
             // Read first, and write only over what was read: a request to let go written
             // into the node meanwhile stays heard (the fence latches it), never overwritten
             // unseen.
-            let version = self.read_own_node(&fence).await?;
+            let version = fence.read_own_node().await?;
             let written = fence
                 .fenced()
                 .set_data(&node, &proclaimed, Some(version))
@@ -110,20 +108,6 @@ impl Leadership {
                     return Ok(());
                 }
             }
-        }
-    }
-
-    /// Reads the leader's node, notes a request to let go in it, and returns its version.
-    async fn read_own_node(&self, fence: &Fence) -> Result<i32> {
-        let client = fence.client()?;
-        match retry(&client, || client.get_data(fence.node())).await {
-            Ok((data, stat)) => {
-                fence.note(&data);
-                Ok(stat.version)
-            }
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Err(fence.lost()),
-            Err(Error::ZooKeeper(err)) => Err(Error::at(fence.node(), err)),
-            Err(err) => Err(err),
         }
     }
 }

@@ -8,7 +8,8 @@
 //! when it was written before the call). A request to a node belongs to the node, heard by
 //! every handle of it: once one handle saw the marker, every guard (re-entered ones too),
 //! lease or leadership made for that node hears it, a leader's next term on the same node
-//! included, even after the holder's own write (a proclamation) replaced the marker. So it
+//! included, even after the holder's own write (a proclamation, a [fenced](crate::Fenced)
+//! write into its node: it reads the node first) replaced the marker. So it
 //! works both ways: a Curator holder made revocable (`makeRevocable`) is called back when
 //! zk-recipes asks, and a zk-recipes holder hears Curator's `Revoker`.
 //!
@@ -19,13 +20,12 @@
 //! shown once it was asked ([`Contender::revocation_requested`](crate::Contender) says so).
 
 use tracing::{debug, info, info_span, Instrument};
-use uuid::Uuid;
 use zookeeper_client::Error as Zk;
 
 use crate::error::{Error, Result};
 use crate::fenced::Fence;
 use crate::path;
-use crate::queue::split_sequence;
+use crate::queue::is_contender_name;
 use crate::session::{retry, Session};
 
 /// What Curator's `Revoker` writes into a holder's node (`LockInternals.REVOKE_MESSAGE`).
@@ -39,7 +39,8 @@ pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
 /// too) then `lock-`, `latch-`, `__READ__`, `__WRIT__` or `lease-` (ours and Curator's
 /// names), or kazoo's `<32 hex digits>__lock__` or `__rlock__`, then the sequence number.
 /// Anything else (a lock's own path, a group member, even one whose id ends in ten digits,
-/// such as `member-0000000001`) is refused.
+/// such as `member-0000000001`) is refused; and a member's id is never a contender's node
+/// name ([`check_name`](crate::check_name) refuses it).
 ///
 /// A holder learns of it from `revocation_requested()` on its guard, lease or leadership,
 /// which resolves once the marker is in its node (also when it was written before the
@@ -91,43 +92,15 @@ pub async fn revoke(session: &Session, node: &str) -> Result<bool> {
     .await
 }
 
-/// What the recipes name a contender after Curator's protected prefix `_c_<uuid>-`, ours
-/// and Curator's alike: a lock's (and a semaphore's lock), a leader's, a reader's, a
-/// writer's, a semaphore lease's.
-const PROTECTED_NAMES: [&str; 5] = ["lock-", "latch-", "__READ__", "__WRIT__", "lease-"];
-
-/// What kazoo names a contender after its prefix of a uuid's 32 hex digits: a `Lock`'s
-/// (and so an `Election`'s, a `Semaphore`'s lock), a `WriteLock`'s; a `ReadLock`'s.
-const KAZOO_NAMES: [&str; 2] = ["__lock__", "__rlock__"];
-
 /// Whether `node` is a contender's: ephemeral (`owner` is its session), and named as a
-/// queue recipe names its contenders (ours, Curator's, kazoo's): see [`is_contender_name`].
+/// queue recipe names its contenders (ours, Curator's, kazoo's): see
+/// [`is_contender_name`].
 /// A lock's own path, a semaphore's `leases` folder, a group member (even one whose id
 /// ends in ten digits) is none: writing the marker there would ask nobody and overwrite
 /// data.
 fn is_contender(node: &str, owner: i64) -> bool {
     let name = node.rsplit('/').next().unwrap_or_default();
     owner != 0 && is_contender_name(name)
-}
-
-/// Whether `name` is what a queue recipe names a contender: `_c_<uuid>-` then one of
-/// [`PROTECTED_NAMES`] (ours, Curator's), or 32 hex digits then one of [`KAZOO_NAMES`];
-/// then the sequence number, read as the queue reads it.
-fn is_contender_name(name: &str) -> bool {
-    let Some((head, _)) = split_sequence(name) else {
-        return false;
-    };
-    if let Some(protected) = head.strip_prefix("_c_") {
-        let uuid = protected
-            .get(..36)
-            .is_some_and(|uuid| Uuid::try_parse(uuid).is_ok());
-        let named = protected.get(36..).and_then(|rest| rest.strip_prefix('-'));
-        return uuid && named.is_some_and(|named| PROTECTED_NAMES.contains(&named));
-    }
-    KAZOO_NAMES.iter().any(|kazoo| {
-        head.strip_suffix(kazoo)
-            .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-    })
 }
 
 /// A client error about `node` as the crate's error for it.
@@ -187,39 +160,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn contenders_are_told_by_what_the_recipes_create() {
-        let uuid = "0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b";
-        for name in PROTECTED_NAMES {
-            assert!(
-                is_contender_name(&format!("_c_{uuid}-{name}0000000007")),
-                "{name}"
-            );
-            assert!(
-                is_contender_name(&format!("_c_{uuid}-{name}-000000001")),
-                "{name}"
-            );
-        }
-        let hex = "9f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e";
-        assert!(is_contender_name(&format!("{hex}__lock__0000000003")));
-        assert!(is_contender_name(&format!("{hex}__rlock__0000000004")));
-        assert!(is_contender_name(&format!("{hex}__lock__-2147483648")));
-        for other in [
-            "member-0000000001".to_owned(),
-            "web-1700000000".to_owned(),
-            "0000000001".to_owned(),
-            format!("_c_{uuid}-member-0000000001"),
-            format!("_c_{uuid}lock-0000000001"),
-            "_c_not-a-uuid-at-all-not-a-uuid-at-al-lock-0000000001".to_owned(),
-            format!("_c_{uuid}-lock-"),
-            format!("x{hex}__lock__0000000003"),
-            format!("{}__lock__0000000003", &hex[1..]),
-            format!("{hex}__wlock__0000000003"),
-            hex.to_owned(),
-            "leases".to_owned(),
-        ] {
-            assert!(!is_contender_name(&other), "{other}");
-        }
-        assert!(!is_contender(&format!("/r/_c_{uuid}-lock-0000000001"), 0));
-        assert!(is_contender(&format!("/r/_c_{uuid}-lock-0000000001"), 7));
+    fn a_contender_is_ephemeral() {
+        let node = "/r/_c_0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b-lock-0000000001";
+        assert!(!is_contender(node, 0));
+        assert!(is_contender(node, 7));
+        assert!(!is_contender("/r/member-0000000001", 7));
     }
 }

@@ -119,6 +119,47 @@ async fn bad_input_is_refused_at_once_and_creates_nothing() {
     );
 }
 
+/// A member's id that is a contender's node name (`_c_<uuid>-lock-<seq>`, kazoo's
+/// `<hex>__lock__<seq>`) is refused, by `check_name` and `join`, before anything is sent:
+/// `revoke` would take the member's node for a contender's and overwrite its data.
+#[tokio::test]
+async fn a_member_id_named_as_a_contender_is_refused() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("group-contender-id");
+    let hosts = zk.connect_string();
+    let s = session(&hosts, SESSION_TIMEOUT).await;
+    let group = Group::new(&s, &root).unwrap();
+    for id in [
+        "_c_0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b-lock-0000000001",
+        "_c_0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b-latch--000000001",
+        "9f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e__lock__0000000003",
+    ] {
+        assert!(
+            matches!(
+                zk_recipes::check_name(&root, id),
+                Err(Error::InvalidPath { .. })
+            ),
+            "check_name {id:?}"
+        );
+        match group.join(id, "10.0.0.1:80").await {
+            Err(Error::InvalidArgument(reason)) => {
+                assert!(reason.contains("member id"), "{reason}")
+            }
+            other => panic!("id {id:?}: {other:?}"),
+        }
+    }
+    // Names near it are members' ids as any other.
+    for id in ["_c_x", "member-0000000001", "lock-0000000001"] {
+        zk_recipes::check_name(&root, id).unwrap();
+    }
+    let zk_client = observer(&hosts).await;
+    assert_eq!(
+        zk_client.check_stat(&root).await.unwrap(),
+        None,
+        "nothing created"
+    );
+}
+
 #[tokio::test]
 async fn an_id_held_by_another_live_session_is_refused_and_not_touched() {
     let zk = Ensemble::shared(1).await;
@@ -832,4 +873,72 @@ async fn a_membership_taken_after_its_session_expired_is_lost_with_the_session()
     taker.delete(&node, None).await.unwrap();
     fx.nothing_left().await;
     s.close();
+}
+
+/// A membership that leaves while cut off, after another session took its id meanwhile
+/// (an operator deleted `x`, another replica joined as `x`), deletes nothing: its delete,
+/// sent once the connection is back, would find the taker's node at the path. Only a node
+/// its own session owns is deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_membership_that_leaves_while_cut_off_never_deletes_the_takers_node() {
+    use zookeeper_client::{Acls, CreateMode};
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "group-leave-taken", 0, SESSION_TIMEOUT).await;
+    let proxy = zk.proxy(0).await;
+    let s = session(&proxy.address(), Duration::from_secs(20)).await;
+    let taker = plain_client(&fx.hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &fx.root)
+        .unwrap()
+        .join("x", "mine")
+        .await
+        .unwrap();
+    let node = member.node().to_owned();
+
+    proxy.cut();
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    let mut take = taker.new_multi_writer();
+    take.add_delete(&node, None).unwrap();
+    take.add_create(&node, b"taker's", &ephemeral).unwrap();
+    take.commit().await.unwrap();
+    let (_, taken) = taker.get_data(&node).await.unwrap();
+    let leaving = tokio::spawn(member.leave());
+    tokio::time::sleep(QUIET).await; // a hold time: the leave is under way while cut off
+    proxy.restore();
+    let left = bounded("leave", PATIENCE, leaving).await.unwrap();
+
+    let after = taker.get_data(&node).await;
+    if after.is_ok() {
+        taker.delete(&node, None).await.unwrap();
+    }
+    fx.nothing_left().await;
+    s.close();
+    assert!(left.is_ok(), "{left:?}");
+    let (data, after) = after.expect("the leave deleted the taker's node");
+    assert_eq!(data, b"taker's");
+    assert_eq!(
+        (after.version, after.mzxid, after.ephemeral_owner),
+        (taken.version, taken.mzxid, taker.session_id().0)
+    );
+}
+
+/// A membership whose session is closed is over: lost with `Loss::Closed`, and its
+/// presence says its node is gone (it went with the session), not `Present`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_membership_whose_session_was_closed_is_lost_and_absent() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "group-closed", 0, SESSION_TIMEOUT).await;
+    let s = session(&fx.hosts, SESSION_TIMEOUT).await;
+    let member = Group::new(&s, &fx.root)
+        .unwrap()
+        .join("a", "x")
+        .await
+        .unwrap();
+    s.close().await;
+    let loss = bounded("the loss", PATIENCE, member.lost()).await;
+    let presence = member.presence();
+    let lost = member.is_lost();
+    bounded("leave", PATIENCE, member.leave()).await.unwrap();
+    fx.nothing_left().await;
+    assert_eq!((loss, lost), (Loss::Closed, true));
+    assert_eq!(presence, Presence::Absent, "the node went with its session");
 }

@@ -141,13 +141,20 @@ async fn takes_a_free_lock_and_lease_every_time(timeout: &str) {
 #[tokio::test]
 async fn ids_the_library_refuses_exit_64_at_once_without_a_server() {
     // A member's id is one node name under PATH; a candidate's id is not Curator's revoke
-    // marker. Both by the library's own rules, before connecting: with nothing reachable, a
-    // connect would take the whole --connect-timeout and exit 69.
-    let cases: [&[&str]; 5] = [
+    // marker, nor a member's a contender's node name (revoke would ask it). By the library's
+    // own rules, before connecting: with nothing reachable, a connect would take the whole
+    // --connect-timeout and exit 69.
+    let cases: [&[&str]; 6] = [
         &["join", "/g", "--id", "a/b"],
         &["join", "/g", "--id", ".."],
         &["join", "/g", "--id", "."],
         &["join", "/g", "--id", ""],
+        &[
+            "join",
+            "/g",
+            "--id",
+            "_c_0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b-lock-0000000001",
+        ],
         &["elect", "/e", "--id", "__REVOKE__"],
     ];
     for args in cases {

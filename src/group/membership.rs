@@ -32,7 +32,8 @@ pub enum Presence {
     /// the connection is suspended it stays `Present`: the session, and the node, may live.
     Present,
     /// The node went (session expired, someone deleted it) and is being made again; or the
-    /// membership ended with an error ([`Membership::leave`] returns it).
+    /// membership ended: with an error ([`Membership::leave`] returns it), or with its
+    /// session closed.
     Absent,
     /// While the node was away, another session made `<path>/<id>` its own. The membership
     /// does not take it back: it ends; leave and join again when the id is free.
@@ -183,7 +184,9 @@ impl Membership {
 
     /// Leaves the group: deletes the node and returns once it is gone (deleted, or gone
     /// with its session). While the connection is down it waits for it, at most until the
-    /// servers would have expired the session.
+    /// servers would have expired the session. Only a node its session owns is deleted: a
+    /// node another session made at the path (the id taken while this one was cut off,
+    /// before it heard) is left alone.
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the servers refused to make the node again after it went, or
@@ -243,7 +246,7 @@ async fn keep(
         let went = tokio::select! {
             biased;
             _ = &mut stopped => break,
-            () = claim.session.closed() => return closed(&ended),
+            () = claim.session.closed() => return closed(&presence, &ended),
             went = claim.gone(&client) => went,
         };
         presence.send_replace(Presence::Absent);
@@ -252,7 +255,7 @@ async fn keep(
             biased;
             // The create may have been sent: remove what it made.
             _ = &mut stopped => return claim.remove_if_made().await,
-            () = claim.session.closed() => return closed(&ended),
+            () = claim.session.closed() => return closed(&presence, &ended),
             remade = claim.remake(owner) => remade,
         };
         match remade {
@@ -279,9 +282,11 @@ async fn keep(
     claim.remove(client).await
 }
 
-/// Publishes that the membership ended with its session closed.
-fn closed(ended: &watch::Sender<Option<Loss>>) -> Result<()> {
+/// Publishes that the membership ended with its session closed: lost, and its node gone
+/// with the session.
+fn closed(presence: &watch::Sender<Presence>, ended: &watch::Sender<Option<Loss>>) -> Result<()> {
     ended.send_replace(Some(Loss::Closed));
+    presence.send_replace(Presence::Absent);
     Ok(())
 }
 
@@ -462,9 +467,11 @@ impl Claim {
         }
     }
 
-    /// Deletes the node made on `client`, as every recipe deletes its nodes.
+    /// Deletes the node made on `client` while that session owns it: once the id was taken
+    /// (even before this task heard it, a leave sent while cut off), the node at the path
+    /// is the taker's, never deleted.
     async fn remove(&self, client: Weak<Client>) -> Result<()> {
-        let removal = Removal::Node(self.node.to_string(), false);
+        let removal = Removal::Owned(self.node.to_string());
         let left = spawn_removal(&self.session, client, removal).await?;
         info!(?left, "left");
         Ok(())

@@ -16,7 +16,7 @@ use zookeeper_client::Client;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::MAX_DATA;
+use crate::queue::{is_contender_name, MAX_DATA};
 use crate::session::Session;
 
 pub use membership::{Membership, Presence};
@@ -146,8 +146,9 @@ impl Group {
     ///
     /// # Notable errors
     /// * [`Error::InvalidArgument`] if `id` is not a node name ZooKeeper accepts (empty,
-    ///   `.`, `..`, a `/`, a character it refuses) or `data` is larger than a node holds
-    ///   (960 KiB here); nothing is sent.
+    ///   `.`, `..`, a `/`, a character it refuses), is named as a contender's node (see
+    ///   [`check_name`]), or `data` is larger than a node holds (960 KiB here); nothing is
+    ///   sent.
     /// * [`Error::IdTaken`] if the node exists and belongs to another live session (or is
     ///   persistent); nothing is created. A process that restarts under the same id sees
     ///   this until its previous session expires (its node goes with it).
@@ -216,17 +217,40 @@ impl Group {
         .await
     }
 
-    /// `<path>/<id>` if `id` is a node name ZooKeeper accepts.
+    /// `<path>/<id>` if `id` can be a member's id (see [`check_name`]).
     fn member_node(&self, id: &str) -> Result<String> {
-        let bad = |reason: &str| {
-            Err(Error::InvalidArgument(format!(
+        match check_name(&self.root, id) {
+            Err(Error::InvalidPath { reason, .. }) => Err(Error::InvalidArgument(format!(
                 "member id {id:?}: {reason}"
-            )))
-        };
-        match path::child(&self.root, id) {
-            Err(Error::InvalidPath { reason, .. }) => bad(reason),
-            node => node,
+            ))),
+            checked => checked.map(|()| path::join(&self.root, id)),
         }
+    }
+}
+
+/// Checks `name` as a member's id in the group on `parent`, by the rule
+/// [`Group::join`] checks it with, without a session: a program can refuse a bad id
+/// before it connects. Nothing is sent.
+///
+/// An id is one node's name, and never one that a lock, an election or a semaphore names
+/// its contenders' nodes with (`_c_<uuid>-lock-0000000001`, kazoo's
+/// `<hex>__lock__0000000001`): [`revoke`](crate::revoke) would take the member's node for
+/// a contender's and overwrite its data.
+///
+/// # Notable errors
+/// * [`Error::InvalidPath`] if `parent` is no recipe root (see
+///   [`check_path`](crate::check_path)), or `name` is empty, `.` or `..`, holds a `/` or a
+///   character ZooKeeper rejects, makes the path longer than 32 KiB, or is named as a
+///   contender's node; its reason says which.
+pub fn check_name(parent: &str, name: &str) -> Result<()> {
+    path::check_name(parent, name)?;
+    match is_contender_name(name) {
+        true => Err(Error::InvalidPath {
+            path: path::join(parent, name),
+            reason: "the name is a contender's node name (a lock's, an election's): \
+                     revoke would ask it",
+        }),
+        false => Ok(()),
     }
 }
 

@@ -108,6 +108,29 @@ async fn remove(
     }
 }
 
+/// Deletes `node` if `client`'s session owns it, at the version it was seen with; a node
+/// at that path that another session made (ours went first) is left alone and reads as
+/// gone (`NoNode`). Only another session's delete and create between the look and the
+/// delete, one round trip, could still slip in: the servers check a node's version, never
+/// its owner.
+async fn remove_owned(
+    client: &Client,
+    node: &str,
+) -> std::result::Result<(), zookeeper_client::Error> {
+    loop {
+        let stat = client.check_stat(node).await?;
+        let Some(stat) = stat.filter(|stat| stat.ephemeral_owner == client.session_id().0) else {
+            debug!(%node, "the node is not our session's: not ours to delete");
+            return Err(zookeeper_client::Error::NoNode);
+        };
+        match client.delete(node, Some(stat.version)).await {
+            // Written into since the look (a hint): look again.
+            Err(zookeeper_client::Error::BadVersion) => continue,
+            done => return done,
+        }
+    }
+}
+
 /// Deletes `node` in one transaction after creating and deleting its left-first signal.
 async fn remove_signalling(
     client: &Client,
@@ -128,6 +151,10 @@ async fn remove_signalling(
 pub(crate) enum Removal {
     /// A node of ours, and whether to signal its successor (see [`remove`]).
     Node(String, bool),
+    /// A node named by its path alone (a group member's), which another session may make
+    /// again once ours is gone: deleted only while its session owns it (see
+    /// [`remove_owned`]).
+    Owned(String),
     /// The node named with this uuid under the root, if a create made it.
     ByUuid { root: Arc<str>, uuid: Uuid },
 }
@@ -189,10 +216,11 @@ async fn remove_until_gone(
     let Some(client) = client.upgrade() else {
         return Ok(Left::WithSession); // the session was closed or replaced
     };
-    let (node, signal) = match removal {
-        Removal::Node(node, signal) => (node, signal),
+    let (node, signal, owned) = match removal {
+        Removal::Node(node, signal) => (node, signal, false),
+        Removal::Owned(node) => (node, false, true),
         Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid, settle).await {
-            Some(Ok(node)) => (node, false),
+            Some(Ok(node)) => (node, false, false),
             Some(Err(left)) => return Ok(left),
             None => return Ok(Left::AlreadyGone),
         },
@@ -204,7 +232,11 @@ async fn remove_until_gone(
         if !std::mem::take(&mut connected_now) && !connected(&client, settle).await {
             return Ok(Left::WithSession);
         }
-        match remove(&client, &node, signal).await {
+        let removed = match owned {
+            true => remove_owned(&client, &node).await,
+            false => remove(&client, &node, signal).await,
+        };
+        match removed {
             Ok(()) => return Ok(Left::Deleted),
             Err(zookeeper_client::Error::NoNode) => return Ok(Left::AlreadyGone),
             Err(err) if outcome_unknown(&err) => {

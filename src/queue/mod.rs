@@ -117,7 +117,7 @@ use crate::session::{disconnected, retry, Session};
 use holding::NODE_WATCH_DELAY;
 pub(crate) use holding::{Holding, NodeWatch};
 pub(crate) use leaving::{spawn_removal, Left, Removal};
-pub(crate) use order::{sort_contenders, split_sequence};
+pub(crate) use order::{is_contender_name, sort_contenders};
 pub(crate) use waiting::Turn;
 
 /// The most data a contender node may carry: ZooKeeper servers drop a connection whose

@@ -382,3 +382,47 @@ async fn kazoos_lock_and_read_lock_holders_are_asked() {
     assert_eq!(lock_data, b"__REVOKE__");
     assert!(matches!(asked_reader, Ok(true)), "{asked_reader:?}");
 }
+
+/// A request belongs to the node (issue 33 §2) also when the holder writes into its own
+/// node through `fenced()`, not `proclaim`: the write reads the node first, so a request
+/// made before it stays heard after the write replaced the marker. A write with no request
+/// before it is no request.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_holders_own_fenced_write_into_its_node_does_not_withdraw_a_request() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("revoke-own-write");
+    let observer = observer(&zk.connect_string()).await;
+    let holder = session(&zk.connect_string(), SESSION_TIMEOUT).await;
+    let asker = observer_session(zk).await;
+    let mutex = Mutex::new(&holder, &root).unwrap();
+
+    let quiet = mutex.lock().await.unwrap();
+    quiet
+        .fenced()
+        .set_data(quiet.node(), b"state 1", None)
+        .commit()
+        .await
+        .unwrap();
+    let heard_unasked = tokio::time::timeout(QUIET, quiet.revocation_requested()).await;
+    quiet.release().await.unwrap();
+
+    let guard = mutex.lock().await.unwrap();
+    assert!(revoke(&asker, guard.node()).await.unwrap());
+    let written = guard
+        .fenced()
+        .set_data(guard.node(), b"state 2", None)
+        .commit()
+        .await;
+    let data = observer.get_data(guard.node()).await.unwrap().0;
+    let heard = tokio::time::timeout(PATIENCE, guard.revocation_requested()).await;
+    guard.release().await.unwrap();
+    await_empty(&observer, &root).await;
+
+    assert!(heard_unasked.is_err(), "asked unasked: {heard_unasked:?}");
+    assert!(written.is_ok(), "{written:?}");
+    assert_eq!(data, b"state 2", "the marker was written over");
+    assert!(
+        matches!(heard, Ok(Ok(()))),
+        "the holder's own write withdrew the request: {heard:?}"
+    );
+}
