@@ -84,6 +84,20 @@ impl Fence {
         }
     }
 
+    /// The holder's client, while the hold reads as intact and the client is connected.
+    ///
+    /// # Notable errors
+    /// * [`Error::Disconnected`] if the connection is down.
+    /// * [`Error::Lost`] as [`client`](Self::client), or if its session ended.
+    pub(crate) fn connected(&self) -> Result<Arc<Client>> {
+        let client = self.client()?;
+        connected_now(&client).map_err(|err| match err {
+            Error::Disconnected => err,
+            _ => self.lost(),
+        })?;
+        Ok(client)
+    }
+
     /// An empty transaction fenced by this hold.
     pub(crate) fn fenced(&self) -> Fenced {
         Fenced {
@@ -277,11 +291,7 @@ impl Fenced {
         let span = info_span!("zk.fenced.commit", node = %self.fence.node, ops = self.ops.len());
         async {
             self.validate()?;
-            let client = self.fence.client()?;
-            connected_now(&client).map_err(|err| match err {
-                Error::Disconnected => err,
-                _ => self.fence.lost(),
-            })?;
+            let client = self.fence.connected()?;
             let acl = self.fence.acl;
             let mut writer = client.new_multi_writer();
             writer.add_check_version(&self.fence.node, -1)?;

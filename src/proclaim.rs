@@ -17,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::fenced::Fence;
 use crate::queue::MAX_DATA;
 use crate::revoke::REVOKE;
-use crate::session::retry;
 
 /// Writes a proclamation tries while the node keeps changing between its read and its write
 /// (someone else writes into it: a request to let go, a hint).
@@ -114,16 +113,16 @@ impl Leadership {
     }
 
     /// Reads the leader's node, notes a request to let go in it, and returns its version.
+    /// Waits for no connection, as the fenced write after it does not.
     async fn read_own_node(&self, fence: &Fence) -> Result<i32> {
-        let client = fence.client()?;
-        match retry(&client, || client.get_data(fence.node())).await {
+        let client = fence.connected()?;
+        match client.get_data(fence.node()).await {
             Ok((data, stat)) => {
                 fence.note(&data);
                 Ok(stat.version)
             }
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Err(fence.lost()),
-            Err(Error::ZooKeeper(err)) => Err(Error::at(fence.node(), err)),
-            Err(err) => Err(err),
+            Err(zookeeper_client::Error::NoNode) => Err(fence.lost()),
+            Err(err) => Err(Error::at(fence.node(), err)),
         }
     }
 }
