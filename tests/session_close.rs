@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use zk_harness::semaphore::await_nothing_left;
-use zk_harness::{await_empty, bounded, observer, session, unique_root, Ensemble, PATIENCE};
-use zk_recipes::{Error, Group, LeaderElection, Semaphore};
+use zk_harness::{
+    await_empty, bounded, observer, session, session_id, unique_root, Ensemble, PATIENCE,
+};
+use zk_recipes::{Error, Group, LeaderElection, Mutex, Semaphore};
 use zookeeper_client::Client;
 
 /// The leader's session timeout: far longer than the test lets the node stay.
@@ -195,4 +197,29 @@ async fn a_close_ends_an_acquisition_whose_read_was_cut_off() {
     );
     proxy.restore();
     await_nothing_left(&admin, &root).await;
+}
+
+/// A lock's waiter whose watch on the holder is set, its connection then cut (the session
+/// still alive on the servers), fails with `Error::Closed` at the close; not once its
+/// client gave up reconnecting.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_close_ends_a_wait_watching_its_blocker_on_a_cut_connection() {
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("close-watching");
+    let admin = observer(&ensemble.connect_string()).await;
+    let holder = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let mutex = Mutex::new(&s, &root).unwrap();
+    let waiting = tokio::spawn(async move { mutex.lock().await.map(drop) });
+    ensemble.await_watcher(guard.node(), &session_id(&s)).await;
+    proxy.cut();
+    drop(s.close());
+    let waited = bounded("the wait ends", PROMPTLY, waiting).await.unwrap();
+    assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
+    proxy.restore();
+    drop(guard);
+    await_empty(&admin, &root).await;
+    holder.close().await;
 }
