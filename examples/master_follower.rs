@@ -106,9 +106,10 @@ async fn main() -> Result<(), BoxError> {
 
     let assignment = format!("{root}/assignment");
     let mut terminate = signal(SignalKind::terminate())?;
+    let mut ended = None;
     tokio::select! {
         result = lead(&session, &id, &candidate, &group, &assignment, partitions) => result?,
-        result = follow(&session, &id, &member, &assignment, &mine_tx) => result?,
+        result = follow(&session, &id, &member, &assignment, &mine_tx) => ended = Some(result?),
         Some(ended) = workers.join_next() => ended??,
         _ = tokio::signal::ctrl_c() => say(&id, "interrupted"),
         _ = terminate.recv() => say(&id, "terminated"),
@@ -123,6 +124,10 @@ async fn main() -> Result<(), BoxError> {
     candidate.resign().await.ok();
     member.leave().await?;
     say(&id, "left");
+    if let Some(loss) = ended {
+        // Started again, it joins anew once the id is free.
+        return Err(format!("the membership ended ({loss:?})").into());
+    }
     Ok(())
 }
 
@@ -234,13 +239,15 @@ async fn publish(
 /// Watches the assignment and this replica's membership, and tells the workers which
 /// partitions are this replica's: those the assignment gives it while it is a member, none
 /// while its node is absent or taken (the master deals its partitions to others then).
+/// Returns once the membership ended (its id was taken, or its node cannot be made again),
+/// with how its node went, having told the workers that nothing is theirs.
 async fn follow(
     session: &Session,
     id: &str,
     member: &Membership,
     assignment: &str,
     mine: &watch::Sender<Mine>,
-) -> Result<(), BoxError> {
+) -> Result<Loss, BoxError> {
     let mut presence = member.presences();
     loop {
         let (text, version, changed) = read_assignment(session, id, assignment).await?;
@@ -259,11 +266,19 @@ async fn follow(
                     &format!("my partitions: {shown}{why} (v{version}: {text})"),
                 );
             }
+            // The membership ends only once its id was taken (or it failed): this
+            // replica works on nothing from then on; it exits, to be started again. A
+            // taken presence changes no more: its end is what says so.
+            if member.is_lost() {
+                let loss = member.lost().await;
+                mine.send_replace(Mine::new());
+                say(id, &format!("my membership ended ({loss:?}): leaving"));
+                return Ok(loss);
+            }
             tokio::select! {
                 _ = &mut changed => break,
-                // The membership ends only once its id was taken (or it failed): this
-                // replica works on nothing from then on; it exits, to be started again.
                 seen = presence.changed() => seen.map_err(|_| "the membership ended")?,
+                _ = member.lost() => {}
             }
         }
     }

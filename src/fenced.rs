@@ -12,7 +12,7 @@ use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{Holding, MAX_DATA};
-use crate::session::{connected_now, retry, Session};
+use crate::session::{connected_now, Session};
 use crate::trust::Trust;
 
 /// The bytes a multi spends on one operation besides its path and data, at most: its
@@ -59,19 +59,21 @@ impl Fence {
     }
 
     /// Reads the holder's node, notes a request to let go in it, and returns its version.
+    /// Waits for no connection, as the fenced write after it does not: one read.
     ///
     /// # Notable errors
     /// * [`Error::Lost`] if the hold reads as lost or its node is gone.
+    /// * [`Error::Disconnected`] at once if the connection is down; [`Error::ConnectionLoss`]
+    ///   if it broke with the read in flight.
     pub(crate) async fn read_own_node(&self) -> Result<i32> {
-        let client = self.client()?;
-        match retry(&client, || client.get_data(self.node())).await {
+        let client = self.connected()?;
+        match client.get_data(self.node()).await {
             Ok((data, stat)) => {
                 self.note(&data);
                 Ok(stat.version)
             }
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Err(self.lost()),
-            Err(Error::ZooKeeper(err)) => Err(Error::at(self.node(), err)),
-            Err(err) => Err(err),
+            Err(zookeeper_client::Error::NoNode) => Err(self.lost()),
+            Err(err) => Err(Error::at(self.node(), err)),
         }
     }
 
@@ -104,6 +106,20 @@ impl Fence {
             Some(client) if open && !self.trust.is_lost() => Ok(client),
             _ => Err(self.lost()),
         }
+    }
+
+    /// The holder's client, while the hold reads as intact and the client is connected.
+    ///
+    /// # Notable errors
+    /// * [`Error::Disconnected`] if the connection is down.
+    /// * [`Error::Lost`] as [`client`](Self::client), or if its session ended.
+    pub(crate) fn connected(&self) -> Result<Arc<Client>> {
+        let client = self.client()?;
+        connected_now(&client).map_err(|err| match err {
+            Error::Disconnected => err,
+            _ => self.lost(),
+        })?;
+        Ok(client)
     }
 
     /// An empty transaction fenced by this hold.
@@ -328,11 +344,7 @@ impl Fenced {
     /// version read: a request to let go in it is latched before it is written over, never
     /// withdrawn unseen.
     async fn send(&self) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
-        let client = self.fence.client()?;
-        connected_now(&client).map_err(|err| match err {
-            Error::Disconnected => err,
-            _ => self.fence.lost(),
-        })?;
+        let client = self.fence.connected()?;
         let version = match self.own_node_write() {
             Some(_) => self.fence.read_own_node().await?,
             None => -1,

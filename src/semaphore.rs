@@ -193,7 +193,12 @@ impl Semaphore {
             let Some(gate) = self.gate.acquire(wait).await? else {
                 return Ok(None);
             };
-            let leased = self.lease(wait).await;
+            // A close ends a lease that waits for the connection, as it ends the gate's.
+            let leased = tokio::select! {
+                biased;
+                () = self.session.closed() => Err(Error::Closed),
+                leased = self.lease(wait) => leased,
+            };
             match leased {
                 // Not awaited: the gate's node goes in the background (one round trip less);
                 // the next acquirer passes once it is gone.

@@ -18,6 +18,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use zk_harness::history::{History, Section};
 use zk_harness::{await_empty, observer, unique_root, Ensemble, Proxy, PATIENCE};
+use zookeeper_client::{Acls, CreateMode};
 
 /// The replicas' session timeout, in ms: a killed replica is noticed once it expired.
 const SESSION_TIMEOUT_MS: u64 = 2000;
@@ -412,6 +413,68 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
         await_empty(&client, &format!("{root}/partitions/{p}")).await;
     }
     client
+        .delete(&format!("{root}/assignment"), None)
+        .await
+        .unwrap();
+}
+
+/// A replica whose id another session took (its member node deleted and made again as the
+/// other session's, in one multi) has stopped all work when it says so, and exits with an
+/// error, leaving nothing of its own behind; the taker's node stays as it was made.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_whose_id_was_taken_stops_and_exits() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("master-follower-taken");
+    let (log_tx, log) = watch::channel(Vec::new());
+    let mut run = Run {
+        log,
+        pauses: Vec::new(),
+        kills: BTreeMap::new(),
+    };
+    let proxy = zk.proxy(0).await;
+    let mut taken = replica(&proxy, &root, "r1", &log_tx);
+    run.await_worked(&["r1"], None, PATIENCE, "r1 works").await;
+
+    let taker = observer(&zk.connect_string()).await;
+    let node = format!("{root}/members/r1");
+    let mut multi = taker.new_multi_writer();
+    multi.add_delete(&node, None).unwrap();
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    multi.add_create(&node, b"taker", &ephemeral).unwrap();
+    multi.commit().await.unwrap();
+
+    let status = tokio::time::timeout(PATIENCE, taken.wait()).await;
+    // Its last line: printed once every worker stopped and the rest was left.
+    let left = |log: &Vec<Line>| log.iter().any(|l| l.text == "left");
+    let _ = tokio::time::timeout(PATIENCE, run.log.wait_for(left)).await;
+    let log = run.log.borrow().clone();
+    assert!(
+        matches!(&status, Ok(Ok(exit)) if !exit.success()) && left(&log),
+        "the replica whose id was taken: {status:?}, said {log:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.text.starts_with("my membership ended")),
+        "{log:#?}"
+    );
+    let working: Vec<Interval> = intervals(&log)
+        .into_iter()
+        .filter(|i| i.exit.is_none())
+        .collect();
+    assert!(working.is_empty(), "still working: {working:#?}");
+
+    let (data, stat) = taker.get_data(&node).await.unwrap();
+    assert_eq!(
+        (data.as_slice(), stat.ephemeral_owner),
+        (&b"taker"[..], taker.session_id().0)
+    );
+    taker.delete(&node, None).await.unwrap();
+    await_empty(&taker, &format!("{root}/members")).await;
+    await_empty(&taker, &format!("{root}/election")).await;
+    for p in 0..PARTITIONS {
+        await_empty(&taker, &format!("{root}/partitions/{p}")).await;
+    }
+    taker
         .delete(&format!("{root}/assignment"), None)
         .await
         .unwrap();

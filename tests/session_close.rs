@@ -9,8 +9,11 @@ use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use zk_harness::{await_empty, bounded, observer, session, unique_root, Ensemble, PATIENCE};
-use zk_recipes::LeaderElection;
+use zk_harness::semaphore::await_nothing_left;
+use zk_harness::{
+    await_empty, bounded, observer, session, session_id, unique_root, Ensemble, PATIENCE,
+};
+use zk_recipes::{Error, Group, LeaderElection, Mutex, Semaphore};
 use zookeeper_client::Client;
 
 /// The leader's session timeout: far longer than the test lets the node stay.
@@ -135,4 +138,88 @@ async fn a_close_on_a_cut_connection_returns_once_the_session_is_gone() {
     drop(guard);
     bounded("a second close", PROMPTLY, s.close().into_future()).await;
     await_empty(&admin, &root).await;
+}
+
+/// A join that waits for a cut connection (the session still alive on the servers) ends
+/// with `Error::Closed` at the close, as a lock's wait does; not once the connection is
+/// back, nor never while it stays down.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_close_ends_a_join_waiting_for_a_cut_connection() {
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("close-join");
+    let admin = observer(&ensemble.connect_string()).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let group = Group::new(&s, &root).unwrap();
+    proxy.cut();
+    let joining = tokio::spawn(async move { group.join("a", b"data").await.map(drop) });
+    // It waits for the connection: nothing it could do before the close.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(s.close());
+    let joined = bounded("the join ends", PROMPTLY, joining).await.unwrap();
+    assert!(matches!(joined, Err(Error::Closed)), "{joined:?}");
+    proxy.restore();
+    await_empty(&admin, &root).await;
+}
+
+/// A semaphore acquisition past its gate whose read of the leases is cut off (the
+/// connection dropped with the request in flight, then cut) ends at the close, with
+/// `Error::Closed`, if it had not been granted already.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_close_ends_an_acquisition_whose_read_was_cut_off() {
+    /// ZooKeeper's opcode of a data read.
+    const GET_DATA: i32 = 4;
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("close-lease-read");
+    let admin = observer(&ensemble.connect_string()).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let semaphore = Semaphore::new(&s, &root, 2).unwrap();
+    drop(semaphore.acquire().await.unwrap());
+    proxy.drop_requests(GET_DATA, 1);
+    let acquiring = tokio::spawn(async move { semaphore.acquire().await.map(drop) });
+    let sent = async {
+        while proxy.dropped() == 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    bounded("the leases are read", PATIENCE, sent).await;
+    proxy.cut();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(s.close());
+    let acquired = bounded("the acquisition ends", PROMPTLY, acquiring)
+        .await
+        .unwrap();
+    // Granted before the cut if the client was back in time to read again.
+    assert!(
+        matches!(acquired, Ok(()) | Err(Error::Closed)),
+        "{acquired:?}"
+    );
+    proxy.restore();
+    await_nothing_left(&admin, &root).await;
+}
+
+/// A lock's waiter whose watch on the holder is set, its connection then cut (the session
+/// still alive on the servers), fails with `Error::Closed` at the close; not once its
+/// client gave up reconnecting.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_close_ends_a_wait_watching_its_blocker_on_a_cut_connection() {
+    let ensemble = Ensemble::shared(1).await;
+    let proxy = ensemble.proxy(0).await;
+    let root = unique_root("close-watching");
+    let admin = observer(&ensemble.connect_string()).await;
+    let holder = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let guard = Mutex::new(&holder, &root).unwrap().lock().await.unwrap();
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    let mutex = Mutex::new(&s, &root).unwrap();
+    let waiting = tokio::spawn(async move { mutex.lock().await.map(drop) });
+    ensemble.await_watcher(guard.node(), &session_id(&s)).await;
+    proxy.cut();
+    drop(s.close());
+    let waited = bounded("the wait ends", PROMPTLY, waiting).await.unwrap();
+    assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
+    proxy.restore();
+    drop(guard);
+    await_empty(&admin, &root).await;
+    holder.close().await;
 }

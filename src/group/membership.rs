@@ -226,7 +226,14 @@ async fn keep(
         let czxid = claim.make(&client, None).await?;
         Ok((Arc::downgrade(&client), client.session_id().0, czxid))
     };
-    let (mut client, mut owner, czxid) = match first.await {
+    // A close ends a join that waits for the connection: the node, if made, goes with
+    // the session.
+    let made = tokio::select! {
+        biased;
+        () = claim.session.closed() => Err(Error::Closed),
+        made = first => made,
+    };
+    let (mut client, mut owner, czxid) = match made {
         Ok(made) => made,
         Err(err) => {
             let _ = joined.send(Err(err));

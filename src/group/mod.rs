@@ -155,7 +155,7 @@ impl Group {
     /// * [`Error::NoAuth`] if the ACL of the path denies creating the node.
     /// * [`Error::ConnectionLoss`] if the connection broke with the create in flight, three
     ///   times over.
-    /// * [`Error::Closed`] if the session was closed.
+    /// * [`Error::Closed`] if the session was closed (also while waiting for the connection).
     ///
     /// # Cancel safety
     /// Cancel safe: a node created for a dropped `join()` is deleted in the background.

@@ -105,16 +105,26 @@ impl Contender {
         work: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
         let sent = Instant::now();
-        let done = tokio::select! {
-            biased;
-            () = self.session.closed() => Err(Error::Closed),
-            done = work => done,
-        };
+        let done = self.unless_closed(work).await.and_then(|done| done);
         // An answer confirms the session: a hold made on it now is trusted.
         if let (Ok(_), Ok(client)) = (&done, self.client()) {
             self.session.confirm(&client, sent);
         }
         done
+    }
+
+    /// Waits for `event` (a notification, or requests) unless the session is closed first:
+    /// then [`Error::Closed`] at once. A watch waited on ends only once its client does,
+    /// which, with the connection down, is not the close but the client giving up.
+    ///
+    /// # Cancel safety
+    /// As `event`.
+    async fn unless_closed<T>(&self, event: impl std::future::Future<Output = T>) -> Result<T> {
+        tokio::select! {
+            biased;
+            () = self.session.closed() => Err(Error::Closed),
+            heard = event => Ok(heard),
+        }
     }
 
     /// A session that expired under a waiting contender took its node along.
@@ -199,7 +209,7 @@ impl Contender {
         let mut watched = watched?;
         while let Some(mut watcher) = watched {
             // Boxed: hearing takes room only while it runs.
-            let event = match Box::pin(handoff.hear(&mut watcher)).await {
+            let event = match Box::pin(self.unless_closed(handoff.hear(&mut watcher))).await? {
                 Heard::OwnDeleted => return Ok((Gone::Evicted, Some(handoff))),
                 Heard::Blocker(event) => event,
             };
@@ -288,7 +298,7 @@ impl Contender {
                 break true;
             }
             debug!(node = %self.node, children = children.len(), "crowded; watching the root");
-            let event = watcher.changed().await;
+            let event = Box::pin(self.unless_closed(watcher.changed())).await?;
             if event.event_type == EventType::Session {
                 return Err(terminal(event.session_state));
             }

@@ -186,6 +186,41 @@ async fn a_down_connection_is_disconnected_and_a_closed_session_is_lost() {
     await_empty(&observer, &root).await;
 }
 
+/// A proclaim, whose read of the leader's node comes before its fenced write, is
+/// `Disconnected` at once on a down connection, as the write is (it waited for the
+/// connection, past the session's close); the leader proclaims once it is back, and a
+/// closed session's proclaim is `Lost`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proclaim_on_a_down_connection_is_disconnected_at_once() {
+    let zk = Ensemble::shared(1).await;
+    let root = unique_root("proclaim-down");
+    let observer = observer(&zk.connect_string()).await;
+    let proxy = zk.proxy(0).await;
+    let holder = tolerant_session(&proxy.address(), SESSION_TIMEOUT).await;
+    let election = LeaderElection::new(&holder, &root, "a").unwrap();
+    let candidate = election.join().await.unwrap();
+    let leadership = candidate.leadership().await.unwrap();
+
+    proxy.cut();
+    await_state(&holder, SessionState::Disconnected).await;
+    let down = bounded("the proclaim", PATIENCE, leadership.proclaim(b"down")).await;
+    assert!(matches!(down, Err(Error::Disconnected)), "{down:?}");
+    proxy.restore();
+    await_state(&holder, SessionState::SyncConnected).await;
+    leadership
+        .proclaim(b"back")
+        .await
+        .expect("a tolerated disconnection is no loss");
+    assert_eq!(data(&observer, leadership.node()).await, b"a\0back");
+
+    drop(holder.close());
+    let closed = leadership.proclaim(b"closed").await;
+    assert!(matches!(closed, Err(Error::Lost { .. })), "{closed:?}");
+    drop(leadership);
+    drop(candidate);
+    await_empty(&observer, &root).await;
+}
+
 /// A fenced delete of the holder's own node commits with the rest, as written while held;
 /// the guard then reads as lost (the node is gone), the next contender holds, and release
 /// says the hold was over without leaving anything.
