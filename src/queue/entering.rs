@@ -17,7 +17,7 @@ use zookeeper_client::Error::NoNode;
 use zookeeper_client::{Client, CreateMode};
 
 use super::leaving::{spawn_removal, Removal};
-use super::order::{sequence, Ahead, SEQUENCE_DIGITS};
+use super::order::{find_own, sequence, Ahead, SEQUENCE_DIGITS};
 use super::{Blockers, Contender, Place, Queue, Wait};
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
@@ -393,30 +393,5 @@ impl Place {
                 blocker_first: ahead.blocker_first,
             },
         }
-    }
-}
-
-/// The child named with `uuid` (Curator's protected naming: `_c_<uuid>-…`).
-pub(super) fn find_own<'a>(children: &'a [String], uuid: &Uuid) -> Option<&'a str> {
-    let uuid = uuid.to_string();
-    children.iter().map(String::as_str).find(|name| {
-        name.strip_prefix("_c_")
-            .is_some_and(|rest| rest.starts_with(&uuid))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_own_node_by_uuid() {
-        let ours = Uuid::new_v4();
-        let list = vec![
-            "_c_aaa-lock-0000000001".to_owned(),
-            format!("_c_{ours}-lock-0000000002"),
-        ];
-        assert_eq!(find_own(&list, &ours), Some(list[1].as_str()));
-        assert_eq!(find_own(&list, &Uuid::new_v4()), None);
     }
 }

@@ -13,7 +13,7 @@ use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError, SessionState};
 
-use super::entering::find_own;
+use super::order::find_own;
 use super::Contender;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
