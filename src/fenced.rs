@@ -5,14 +5,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use tracing::{info_span, Instrument};
+use tracing::{debug, info, info_span, Instrument};
+use zookeeper_client::Error as Zk;
 use zookeeper_client::{Client, CreateMode, MultiWriteError, MultiWriteResult, MultiWriter};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{Holding, MAX_DATA};
-use crate::session::{connected_now, Session};
+use crate::revoke::{at, REVOKE};
+use crate::session::{connected_now, retry, Session};
 use crate::trust::Trust;
 
 /// The bytes a multi spends on one operation besides its path and data, at most: its
@@ -48,7 +50,7 @@ impl Fence {
     /// Takes note of the node's data, read by the holder: a request to let go in it stays
     /// heard, whatever is written into the node later.
     pub(crate) fn note(&self, data: &[u8]) {
-        if data == crate::revoke::REVOKE {
+        if data == REVOKE {
             self.asked.store(true, Ordering::Release);
         }
     }
@@ -90,6 +92,47 @@ impl Fence {
             fence: self.clone(),
             ops: Vec::new(),
         }
+    }
+    /// Resolves once `__REVOKE__` is in the holder's node.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] if the hold ends (or reads as lost) first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn revocation_requested(&self) -> Result<()> {
+        let span = info_span!("zk.revocation_requested", node = %self.node());
+        async {
+            loop {
+                if self.asked() {
+                    info!("asked to let go");
+                    return Ok(());
+                }
+                let client = self.client()?;
+                let read = tokio::select! {
+                    read = retry(&client, || client.get_and_watch_data(self.node())) => read,
+                    _ = self.trust().lost() => return Err(self.lost()),
+                };
+                drop(client);
+                let watcher = match read {
+                    Ok((data, _, _)) if data == REVOKE => {
+                        self.note(&data);
+                        continue;
+                    }
+                    Ok((_, _, watcher)) => watcher,
+                    Err(Error::ZooKeeper(Zk::NoNode) | Error::SessionExpired | Error::Closed) => {
+                        return Err(self.lost())
+                    }
+                    Err(err) => return Err(at(self.node(), err)),
+                };
+                tokio::select! {
+                    event = watcher.changed() => debug!(?event, "our node changed"),
+                    _ = self.trust().lost() => return Err(self.lost()),
+                }
+            }
+        }
+        .instrument(span)
+        .await
     }
 }
 

@@ -54,7 +54,6 @@ mod guard;
 mod keyed;
 mod lock;
 mod path;
-mod proclaim;
 mod queue;
 mod revoke;
 mod rwlock;

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use tracing::info_span;
 
 use crate::acl::NodeAcl;
+use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
 use crate::guard::{boxed, hold, Hold};
 use crate::queue::{Blockers, Holding, Queue, Wait};
@@ -195,6 +196,53 @@ impl Mutex {
         Ok(holding.map(|holding| MutexGuard {
             holding: Shared(Arc::new(holding)),
         }))
+    }
+    /// Every contender for this lock, first (the holder) first; works without locking. A
+    /// contender whose node this session may not read is listed without an id (see
+    /// [`Contender`]).
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the lock path cannot be read (not for a contender's node).
+    /// * [`Error::Disconnected`] at once if the connection is down: it does not wait.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn contenders(&self) -> Result<Vec<Contender>> {
+        list(
+            &self.session,
+            &self.queue,
+            |_| Access::Exclusive,
+            |i, _, _| i == 0,
+        )
+        .await
+    }
+
+    /// The id this mutex's contenders carry (their nodes' data), instead of
+    /// `<host name>/<process id>`; shown by [`contenders`](Self::contenders).
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidArgument`] if `id` is empty, holds a NUL, is `__REVOKE__`, or is
+    ///   larger than a node holds (960 KiB here). Nothing is sent.
+    pub fn id(self, id: &str) -> Result<Mutex> {
+        let id = validate_id(id)?;
+        Ok(Mutex {
+            queue: self.queue.with_id(id),
+            ..self
+        })
+    }
+
+    /// Asks whoever holds this lock now to let go ([`revoke`](crate::revoke)); the nodes
+    /// asked (none: nobody holds it). A holder whose node this session may neither read nor
+    /// write (its ACL) is not asked; nodes it cannot read do not keep the others from being
+    /// asked.
+    ///
+    /// # Notable errors
+    /// As [`contenders`](Self::contenders) and [`revoke`](crate::revoke).
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a holder may or may not have been asked.
+    pub async fn revoke_holders(&self) -> Result<Vec<String>> {
+        revoke_holding(&self.session, self.contenders().await?).await
     }
 }
 

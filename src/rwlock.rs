@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use tracing::{field, info_span};
 
 use crate::acl::NodeAcl;
+use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
 use crate::guard::{boxed, hold, Hold};
 use crate::lock::DistributedLock;
@@ -234,6 +235,50 @@ impl RwLock {
     async fn acquire_write(&self, wait: Wait) -> Result<Option<RwLockWriteGuard>> {
         let guard = |holding| RwLockWriteGuard { holding };
         self.acquire(&self.writers, "write", wait, guard).await
+    }
+    /// Every contender for this lock, in queue order: readers hold while no writer is
+    /// ahead of them, a writer holds when first. Works without locking.
+    ///
+    /// # Notable errors
+    /// As [`Mutex::contenders`](crate::Mutex::contenders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn contenders(&self) -> Result<Vec<Contender>> {
+        let access = |name: &str| match is_writer(name) {
+            true => Access::Write,
+            false => Access::Read,
+        };
+        let holds = |index, access, writer_ahead: bool| match access {
+            Access::Read => !writer_ahead,
+            _ => index == 0,
+        };
+        list(&self.session, &self.readers, access, holds).await
+    }
+
+    /// The id this lock's contenders carry; as [`Mutex::id`](crate::Mutex::id).
+    ///
+    /// # Notable errors
+    /// As [`Mutex::id`](crate::Mutex::id).
+    pub fn id(self, id: &str) -> Result<RwLock> {
+        let id = validate_id(id)?;
+        Ok(RwLock {
+            readers: self.readers.with_id(id.clone()),
+            writers: self.writers.with_id(id),
+            ..self
+        })
+    }
+
+    /// Asks whoever holds this lock now (the writer, or every reader) to let go; as
+    /// [`Mutex::revoke_holders`](crate::Mutex::revoke_holders).
+    ///
+    /// # Notable errors
+    /// As [`Mutex::revoke_holders`](crate::Mutex::revoke_holders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a holder may or may not have been asked.
+    pub async fn revoke_holders(&self) -> Result<Vec<String>> {
+        revoke_holding(&self.session, self.contenders().await?).await
     }
 }
 

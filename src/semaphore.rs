@@ -11,6 +11,7 @@ use tracing::{debug, field, info_span, Instrument};
 use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
+use crate::contenders::{list, validate_id, Access, Contender};
 use crate::error::{Error, Result};
 use crate::guard::hold;
 use crate::lock::Mutex;
@@ -37,7 +38,7 @@ pub(crate) fn recorded(data: &[u8]) -> Option<u32> {
 /// session and task that acquires on the same path.
 ///
 /// The layout is Apache Curator's `InterProcessSemaphoreV2`, so Rust and Java services can
-/// share one semaphore. A [`Mutex`] on `<path>/locks` (Curator's `InterProcessMutex`
+/// share one semaphore. A [`Mutex`](crate::Mutex) on `<path>/locks` (Curator's `InterProcessMutex`
 /// there) lets one acquirer in at a time. That acquirer creates its lease, an
 /// EPHEMERAL_SEQUENTIAL `<path>/leases/_c_<uuid>-lease-<seq>`, and holds it once
 /// `<path>/leases` has at most `max` children, its own included, as Curator counts; until
@@ -48,7 +49,7 @@ pub(crate) fn recorded(data: &[u8]) -> Option<u32> {
 /// * **Fairness.** Leases are handed out in the order acquirers arrived at the mutex.
 /// * **Tasks.** Every [`acquire`](Self::acquire) is an acquirer of its own: tasks sharing
 ///   one `Semaphore` count exactly as processes do.
-/// * **Fencing, loss, leaving, session expiry** are those of [`Mutex`]: a lease's token is
+/// * **Fencing, loss, leaving, session expiry** are those of [`Mutex`](crate::Mutex): a lease's token is
 ///   the zxid that created its node; [`Lease::lost`] resolves when the session expires or
 ///   is closed, the connection is suspended, or the lease node is deleted; a timed-out,
 ///   cancelled or dropped acquisition leaves neither a lease nor a mutex node behind; a
@@ -112,7 +113,7 @@ impl Semaphore {
 
     /// The ACL of the nodes this semaphore creates (its leases, its internal mutex's nodes,
     /// and the paths it makes), instead of the session's
-    /// [`node_acl`](crate::SessionBuilder::node_acl); as [`Mutex::node_acl`].
+    /// [`node_acl`](crate::SessionBuilder::node_acl); as [`Mutex::node_acl`](crate::Mutex::node_acl).
     pub fn node_acl(self, acl: NodeAcl) -> Semaphore {
         Semaphore {
             gate: self.gate.node_acl(acl),
@@ -303,6 +304,57 @@ impl Semaphore {
             }
         }
         Ok(())
+    }
+    /// The leases, in order, then the acquirers waiting to pass in, in order; works
+    /// without acquiring. The first `max` leases hold; a lease beyond them is the acquirer
+    /// passing in, waiting for the count (its place among the acquirers is not listed
+    /// again). An acquirer's token and id are those of its node at `<path>/locks`.
+    ///
+    /// # Notable errors
+    /// As [`Mutex::contenders`](crate::Mutex::contenders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn contenders(&self) -> Result<Vec<Contender>> {
+        let max = usize::try_from(self.max).unwrap_or(usize::MAX);
+        let lease = |_: &str| Access::Lease;
+        let mut leases = list(&self.session, &self.leases, lease, |i, _, _| i < max).await?;
+        let acquirers = list(&self.session, &self.gate.queue, lease, |_, _, _| false).await?;
+        let passing = usize::from(leases.len() > max);
+        leases.extend(acquirers.into_iter().skip(passing));
+        Ok(leases)
+    }
+
+    /// The maximum recorded at `<path>/leases` by the participants that hold leases (see
+    /// [`Semaphore`]), if any: what an observer that does not know the maximum can make a
+    /// semaphore with to see who holds. Curator records none.
+    ///
+    /// # Notable errors
+    /// As [`Mutex::contenders`](crate::Mutex::contenders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn recorded_max(&self) -> Result<Option<u32>> {
+        let client = self.session.connected()?;
+        let leases = self.leases.root();
+        match client.get_data(leases).await {
+            Ok((data, _)) => Ok(recorded(&data)),
+            Err(zookeeper_client::Error::NoNode) => Ok(None),
+            Err(err) => Err(Error::at(leases, err)),
+        }
+    }
+
+    /// The id this semaphore's leases and acquirers carry; as [`Mutex::id`](crate::Mutex::id).
+    ///
+    /// # Notable errors
+    /// As [`Mutex::id`](crate::Mutex::id).
+    pub fn id(self, id: &str) -> Result<Semaphore> {
+        let checked = validate_id(id)?;
+        Ok(Semaphore {
+            gate: self.gate.id(id)?,
+            leases: self.leases.with_id(checked),
+            ..self
+        })
     }
 }
 

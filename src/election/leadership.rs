@@ -1,13 +1,31 @@
-//! A leadership: what a leading candidate holds in one term.
+//! A leadership: what a leading candidate holds in one term; what a leader advertises
+//! ([`Leadership::proclaim`]), and how observers read it.
+//!
+//! A candidate's node holds its id, as Curator's `LeaderLatch` has it (its participant id
+//! is the node's data). A leader that proclaims keeps its id and adds what it proclaims
+//! after a NUL: the node's data becomes `<id>\0<proclaimed>`, so
+//! [`Participant::id`](crate::Participant::id) stays the id and
+//! [`Participant::proclaimed`](crate::Participant::proclaimed) is the rest (etcd's
+//! `Proclaim` replaces the value; here the id is kept, which is why ids hold no NUL).
+//! Curator's observers see the whole data as the id. A proclamation lasts for the term:
+//! a candidate that joins again (after an expiry, or a term that ended) starts with its id
+//! alone.
 
 use std::sync::Arc;
 
 use tokio::sync::{watch, Notify};
+use tracing::{debug, info};
 
 use crate::error::{Error, Result};
 use crate::fenced::Fence;
 use crate::guard::hold;
+use crate::queue::MAX_DATA;
+use crate::session::retry;
 use crate::trust::Trust;
+
+/// Writes a proclamation tries while the node keeps changing between its read and its write
+/// (someone else writes into it: a request to let go, a hint).
+const ATTEMPTS: u32 = 3;
 
 /// Leadership of an election, held while the candidate's node is first and trusted.
 ///
@@ -25,6 +43,88 @@ impl Leadership {
     /// Use it as a fencing token (it is [`fencing_token`](Self::fencing_token)).
     pub fn term(&self) -> u64 {
         self.holding.token()
+    }
+    /// Advertises `data` (an address, an epoch) in the leader's node, fenced as
+    /// [`fenced`](Self::fenced) writes are: written only while this leadership is intact.
+    /// Observers see it in [`LeaderElection::leader`](crate::LeaderElection::leader) and
+    /// [`participants`](crate::LeaderElection::participants) as
+    /// [`Participant::proclaimed`](crate::Participant::proclaimed), with the id unchanged. Each call replaces the last.
+    ///
+    /// The node's data becomes `<id>\0<data>`: the id stays first, so
+    /// [`Participant::id`](crate::Participant::id) is still the id (etcd's `Proclaim` replaces the value; here the
+    /// id is kept, which is why ids hold no NUL). Curator's `LeaderLatch` observers see the
+    /// whole data as the id. A proclamation lasts for the term: a candidate that joins again
+    /// (after an expiry, or a term that ended) starts with its id alone. It writes over what
+    /// it read of the node: a request to let go found there (Curator's marker) stays heard
+    /// by [`revocation_requested`](Self::revocation_requested) after the node is rewritten.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] if the leadership is over or reads as lost: nothing was
+    ///   written.
+    /// * [`Error::InvalidArgument`] if the id and `data` together are larger than a node
+    ///   holds (960 KiB here): nothing was sent.
+    /// * [`Error::FencedOpFailed`] if others kept writing into the node between its read and
+    ///   its write, three times: nothing was written.
+    /// * [`Error::NoAuth`] if the node's ACL no longer lets the session read or write it.
+    /// * [`Error::Disconnected`] or [`Error::ConnectionLoss`] as
+    ///   [`Fenced::commit`](crate::Fenced::commit).
+    ///
+    /// # Cancel safety
+    /// As [`Fenced::commit`](crate::Fenced::commit): a dropped proclamation may or may not be written.
+    pub async fn proclaim(&self, data: &[u8]) -> Result<()> {
+        let id = self.holding.id();
+        let mut proclaimed = Vec::with_capacity(id.len() + 1 + data.len());
+        proclaimed.extend_from_slice(id.as_bytes());
+        proclaimed.push(0);
+        proclaimed.extend_from_slice(data);
+        if proclaimed.len() > MAX_DATA {
+            return Err(Error::InvalidArgument(format!(
+                "the id and the proclaimed data take {} bytes; a node holds at most {MAX_DATA}",
+                proclaimed.len()
+            )));
+        }
+        let node = self.node().to_owned();
+        let fence = self.holding.fence();
+        let mut attempt = 1;
+        loop {
+            // Read first, and write only over what was read: a request to let go written
+            // into the node meanwhile stays heard (the fence latches it), never overwritten
+            // unseen.
+            let version = self.read_own_node(&fence).await?;
+            let written = fence
+                .fenced()
+                .set_data(&node, &proclaimed, Some(version))
+                .commit()
+                .await;
+            match written {
+                Err(Error::FencedOpFailed {
+                    reason: zookeeper_client::Error::BadVersion,
+                    ..
+                }) if attempt < ATTEMPTS => {
+                    debug!(attempt, "the node changed meanwhile");
+                    attempt += 1;
+                }
+                written => {
+                    written?;
+                    info!(%node, bytes = data.len(), "proclaimed");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Reads the leader's node, notes a request to let go in it, and returns its version.
+    async fn read_own_node(&self, fence: &Fence) -> Result<i32> {
+        let client = fence.client()?;
+        match retry(&client, || client.get_data(fence.node())).await {
+            Ok((data, stat)) => {
+                fence.note(&data);
+                Ok(stat.version)
+            }
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Err(fence.lost()),
+            Err(Error::ZooKeeper(err)) => Err(Error::at(fence.node(), err)),
+            Err(err) => Err(err),
+        }
     }
 }
 

@@ -17,11 +17,12 @@ pub use candidate::Candidate;
 pub use leadership::Leadership;
 
 use crate::acl::NodeAcl;
+use crate::contenders::split;
 use crate::contenders::validate_id;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::proclaim::participant;
 use crate::queue::{Blockers, Contender, Queue, Wait};
+use crate::revoke::REVOKE;
 use crate::session::Session;
 
 /// A candidate's role.
@@ -290,5 +291,31 @@ impl LeaderElection {
                 tokio::time::sleep(pause).await;
             }
         }
+    }
+}
+
+/// The participant whose node is `node`, from its node's data.
+pub(crate) fn participant(node: String, data: &[u8]) -> Participant {
+    // A request to let go replaced what the candidate wrote: its id is not known.
+    let data = if data == REVOKE { &[][..] } else { data };
+    let (id, proclaimed) = split(data);
+    Participant {
+        id: String::from_utf8_lossy(id).into_owned(),
+        node,
+        proclaimed: proclaimed.map(<[u8]>::to_vec),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_and_proclaimed_data_are_told_apart() {
+        let plain = participant("/e/n".into(), b"node-a");
+        assert_eq!((plain.id.as_str(), plain.proclaimed), ("node-a", None));
+        let proclaimed = participant("/e/n".into(), b"node-a\0host:80\0x");
+        assert_eq!(proclaimed.id, "node-a");
+        assert_eq!(proclaimed.proclaimed.as_deref(), Some(&b"host:80\0x"[..]));
     }
 }

@@ -8,10 +8,10 @@ use tracing::info_span;
 use zookeeper_client::Client;
 
 use super::view::{self, read_nodes, NodeWatches, View};
+use crate::election::participant;
 use crate::election::{LeaderElection, Participant};
 use crate::error::Result;
 use crate::path;
-use crate::proclaim::participant;
 use crate::queue::sort_contenders;
 
 impl LeaderElection {

@@ -103,7 +103,7 @@ mod waiting;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn, Instrument, Span};
@@ -327,7 +327,7 @@ impl Queue {
             name,
             blockers,
             acl,
-            id: crate::contenders::default_id(),
+            id: default_id(),
         })
     }
 
@@ -506,13 +506,26 @@ impl Queue {
     }
 }
 
-impl Error {
-    /// Names the recipe root in errors about it.
-    fn at_root(self, root: &str) -> Error {
-        match self {
-            Error::ZooKeeper(err) => Error::at(root, err),
-            other => other,
-        }
+/// The default id: `<host name>/<process id>`.
+fn default_id() -> Arc<[u8]> {
+    static ID: OnceLock<Arc<[u8]>> = OnceLock::new();
+    ID.get_or_init(|| {
+        format!("{}/{}", host_name(), std::process::id())
+            .into_bytes()
+            .into()
+    })
+    .clone()
+}
+
+/// This host's name (`localhost` if it has none that can be read).
+fn host_name() -> String {
+    let mut name = [0u8; 256];
+    // SAFETY: gethostname(2) writes at most `name.len()` bytes into the buffer it is given.
+    let read = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) };
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    match (read, std::str::from_utf8(&name[..end])) {
+        (0, Ok(host)) if !host.is_empty() => host.to_owned(),
+        _ => "localhost".to_owned(),
     }
 }
 
