@@ -136,9 +136,14 @@ impl Fence {
     }
 }
 
-impl Holding {
-    /// What writes fenced by this holding, and revocation, need.
-    pub(crate) fn fence(&self) -> Fence {
+/// What offers a [`Fence`]: a queue's [`Holding`], a leader's term.
+pub(crate) trait Fences {
+    /// What writes fenced by this hold, and revocation, need.
+    fn fence(&self) -> Fence;
+}
+
+impl Fences for Holding {
+    fn fence(&self) -> Fence {
         let (acl, session, client, asked) = match self.owner() {
             Some((acl, session, client, asked)) => (acl, Some(session), client, asked),
             None => (NodeAcl::default(), None, Weak::new(), Arc::default()),
@@ -458,11 +463,12 @@ impl From<MultiWriteResult> for Written {
 }
 
 /// The methods of a hold for fenced writes and revocation, `fenced` and
-/// `revocation_requested`, from its field `holding`, which offers `fence()`.
+/// `revocation_requested`, from its field `holding`, which offers [`Fences`].
 macro_rules! fence_methods {
     () => {
         #[doc = "A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced)."]
         pub fn fenced(&self) -> $crate::Fenced {
+            use $crate::fenced::Fences as _;
             self.holding.fence().fenced()
         }
 
@@ -479,6 +485,7 @@ macro_rules! fence_methods {
         #[doc = "# Cancel safety"]
         #[doc = "Cancel safe."]
         pub async fn revocation_requested(&self) -> $crate::Result<()> {
+            use $crate::fenced::Fences as _;
             self.holding.fence().revocation_requested().await
         }
     };

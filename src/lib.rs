@@ -60,6 +60,7 @@ mod rwlock;
 mod semaphore;
 mod session;
 mod trust;
+mod view;
 
 pub use acl::NodeAcl;
 pub use contenders::check_contender_id;

@@ -17,7 +17,7 @@ use tokio::sync::{watch, Notify};
 use tracing::{debug, info};
 
 use crate::error::{Error, Result};
-use crate::fenced::Fence;
+use crate::fenced::{Fence, Fences};
 use crate::guard::hold;
 use crate::queue::MAX_DATA;
 use crate::session::retry;
@@ -142,6 +142,12 @@ pub(crate) struct Term {
     pub(super) id: Arc<str>,
 }
 
+impl Fences for Term {
+    fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+}
+
 impl Term {
     pub(crate) fn token(&self) -> u64 {
         self.token
@@ -149,10 +155,6 @@ impl Term {
 
     pub(crate) fn node(&self) -> &str {
         &self.node
-    }
-
-    pub(crate) fn fence(&self) -> Fence {
-        self.fence.clone()
     }
 
     pub(crate) fn id(&self) -> &str {

@@ -16,9 +16,10 @@ use uuid::Uuid;
 use zookeeper_client::Error::NoNode;
 use zookeeper_client::{Client, CreateMode};
 
+use super::contender::Place;
 use super::leaving::{spawn_removal, Removal};
 use super::order::{find_own, sequence, Ahead, SEQUENCE_DIGITS};
-use super::{Blockers, Contender, Place, Queue, Wait};
+use super::{Blockers, Contender, Queue, Wait};
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
 use crate::session::{disconnected, reconnected, retry, Session};
@@ -377,21 +378,6 @@ impl Drop for Creating {
                 Arc::downgrade(&self.client),
                 removal,
             ));
-        }
-    }
-}
-
-impl Place {
-    /// Where a listing puts a contender under `root`, in a root that has more children than
-    /// `crowded`, if any, the most it may have.
-    pub(super) fn of(root: &str, ahead: &Ahead<'_>, crowded: Option<u32>) -> Place {
-        match (ahead.blocker, crowded) {
-            (None, Some(max)) => Place::Crowded(max),
-            (None, None) => Place::First,
-            (Some(name), _) => Place::Behind {
-                blocker: path::join(root, name).into_boxed_str(),
-                blocker_first: ahead.blocker_first,
-            },
         }
     }
 }

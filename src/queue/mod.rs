@@ -91,6 +91,7 @@
 //! trusted: session expiry, suspension, deletion of its node ([`holding`]). Guards and
 //! leaderships share that one implementation.
 
+mod contender;
 mod entering;
 mod handoff;
 mod holding;
@@ -98,12 +99,11 @@ mod leaving;
 #[cfg(test)]
 mod model;
 mod order;
-mod waiting;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock, Weak};
+
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tracing::{info, warn, Instrument, Span};
@@ -114,11 +114,11 @@ use crate::error::{Error, Result};
 use crate::path;
 use crate::session::{disconnected, retry, Session};
 
+pub(crate) use contender::{Contender, Turn};
 use holding::NODE_WATCH_DELAY;
 pub(crate) use holding::{Holding, NodeWatch};
 pub(crate) use leaving::{spawn_removal, Left, Removal};
 pub(crate) use order::{sort_contenders, split_sequence};
-pub(crate) use waiting::Turn;
 
 /// The most data a contender node may carry: ZooKeeper servers drop a connection whose
 /// request exceeds `jute.maxbuffer` (1 MiB by default), so larger data is refused before
@@ -526,88 +526,5 @@ fn host_name() -> String {
     match (read, std::str::from_utf8(&name[..end])) {
         (0, Ok(host)) if !host.is_empty() => host.to_owned(),
         _ => "localhost".to_owned(),
-    }
-}
-
-/// Our node in a queue. Dropping it deletes the node in the background.
-#[derive(Debug)]
-pub(crate) struct Contender {
-    session: Session,
-    /// The client of the session the node belongs to. Weak: only [`Session`] keeps a
-    /// client alive, so that closing it ends the ZooKeeper session.
-    client: Weak<Client>,
-    /// Full path of the node; the root is its parent. Boxed: a waiting acquisition keeps
-    /// the contender, and is the smaller for it.
-    node: Box<str>,
-    czxid: i64,
-    place: Place,
-    /// Who keeps it from holding, and who signals.
-    blockers: Blockers,
-    /// Whether dropping it deletes the node.
-    armed: bool,
-    /// While it waits: what it watches so that a hand-off needs no request.
-    handoff: Option<Box<handoff::HandOff>>,
-    /// Latched once a request to let go was seen in the node. A request belongs to the
-    /// node: every holding, fence, guard and leadership made for it shares this one latch
-    /// (a leader's later terms on the node too), so none misses a request that another
-    /// handle saw before the holder's own write (a proclamation) replaced the marker.
-    asked: Arc<AtomicBool>,
-}
-
-/// Where a contender stands, as far as it knows.
-#[derive(Debug)]
-enum Place {
-    /// No one ahead blocks it.
-    First,
-    /// The root has more children than this, the most it may have (see
-    /// [`Blockers::Crowd`]).
-    Crowded(u32),
-    /// Behind `blocker` (a full path), which was first when last looked if `blocker_first`.
-    Behind {
-        blocker: Box<str>,
-        blocker_first: bool,
-    },
-}
-
-impl Contender {
-    /// Full path of the node.
-    pub(crate) fn node(&self) -> &str {
-        &self.node
-    }
-
-    /// The zxid that created the node: a fencing token, greater for every later node.
-    pub(crate) fn token(&self) -> u64 {
-        u64::try_from(self.czxid).unwrap_or_default()
-    }
-
-    /// Whether nothing is known to keep it from holding (for [`Blockers::Every`]: whether it
-    /// is first).
-    pub(crate) fn is_first(&self) -> bool {
-        matches!(self.place, Place::First)
-    }
-
-    /// Whether leaving now must signal the successor: an exclusive contender that is first,
-    /// whether it entered first or not (see [`HandOff::taken`](handoff::HandOff::taken)).
-    fn signals(&self) -> bool {
-        self.blockers.exclusive() && self.is_first()
-    }
-
-    /// The recipe root (the node's parent) and the node's own name.
-    fn root_and_name(&self) -> (&str, &str) {
-        self.node.rsplit_once('/').unwrap_or_default()
-    }
-
-    /// The client the node belongs to.
-    ///
-    /// # Notable errors
-    /// * [`Error::Closed`] if the session was closed, [`Error::SessionExpired`] if the
-    ///   node's session ended and was replaced.
-    fn client(&self) -> Result<Arc<Client>> {
-        self.client.upgrade().ok_or_else(|| self.session.ended())
-    }
-
-    /// Forgets the node without deleting it: it went with its session, or was deleted.
-    pub(crate) fn disown(mut self) {
-        self.armed = false;
     }
 }

@@ -1,4 +1,5 @@
-//! Queue names and order: whose a node is, sequence numbers, their order across the 32-bit wrap, and who is ahead.
+//! Queue names and order: whose a node is, sequence numbers, their order across the 32-bit
+//! wrap, and who is ahead.
 
 use std::cmp::Ordering;
 
