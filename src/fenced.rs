@@ -93,6 +93,7 @@ impl Fence {
             ops: Vec::new(),
         }
     }
+
     /// Resolves once `__REVOKE__` is in the holder's node.
     ///
     /// # Notable errors

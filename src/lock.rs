@@ -197,6 +197,7 @@ impl Mutex {
             holding: Shared(Arc::new(holding)),
         }))
     }
+
     /// Every contender for this lock, first (the holder) first; works without locking. A
     /// contender whose node this session may not read is listed without an id (see
     /// [`Contender`]).

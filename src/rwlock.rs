@@ -236,6 +236,7 @@ impl RwLock {
         let guard = |holding| RwLockWriteGuard { holding };
         self.acquire(&self.writers, "write", wait, guard).await
     }
+
     /// Every contender for this lock, in queue order: readers hold while no writer is
     /// ahead of them, a writer holds when first. Works without locking.
     ///

@@ -305,6 +305,7 @@ impl Semaphore {
         }
         Ok(())
     }
+
     /// The leases, in order, then the acquirers waiting to pass in, in order; works
     /// without acquiring. The first `max` leases hold; a lease beyond them is the acquirer
     /// passing in, waiting for the count (its place among the acquirers is not listed

@@ -44,6 +44,7 @@ impl Leadership {
     pub fn term(&self) -> u64 {
         self.holding.token()
     }
+
     /// Advertises `data` (an address, an epoch) in the leader's node, fenced as
     /// [`fenced`](Self::fenced) writes are: written only while this leadership is intact.
     /// Observers see it in [`LeaderElection::leader`](crate::LeaderElection::leader) and

@@ -296,6 +296,7 @@ impl LeaderElection {
             }
         }
     }
+
     /// The current leader as it changes (`None` while no one is in the queue): a receiver
     /// that starts with the leader now and is updated from one children watch on the
     /// election path and one data watch on the leader's node. Works without joining. It is
