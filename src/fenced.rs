@@ -462,33 +462,3 @@ impl From<MultiWriteResult> for Written {
         }
     }
 }
-
-/// The methods of a hold for fenced writes and revocation, `fenced` and
-/// `revocation_requested`, from its field `holding`, which offers [`Fences`].
-macro_rules! fence_methods {
-    () => {
-        #[doc = "A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced)."]
-        pub fn fenced(&self) -> $crate::Fenced {
-            use $crate::fenced::Fences as _;
-            self.holding.fence().fenced()
-        }
-
-        #[doc = "Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke)."]
-        #[doc = "A request to the node belongs to the node: once any handle of it saw the"]
-        #[doc = "marker (a re-entered guard, a clone, a leader's earlier term on the same node),"]
-        #[doc = "this resolves, even after the holder's own write replaced the marker."]
-        #[doc = ""]
-        #[doc = "# Notable errors"]
-        #[doc = "* [`Error::Lost`](crate::Error::Lost) if the hold ends first."]
-        #[doc = "* [`Error::NoAuth`](crate::Error::NoAuth) if the node's ACL no longer lets the"]
-        #[doc = "  session read it."]
-        #[doc = ""]
-        #[doc = "# Cancel safety"]
-        #[doc = "Cancel safe."]
-        pub async fn revocation_requested(&self) -> $crate::Result<()> {
-            use $crate::fenced::Fences as _;
-            self.holding.fence().revocation_requested().await
-        }
-    };
-}
-pub(crate) use fence_methods;

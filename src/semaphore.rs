@@ -7,17 +7,20 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tracing::{debug, field, info_span, Instrument};
 use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
 use crate::contenders::{list, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::guard::hold;
+use crate::fenced::{Fenced, Fences};
+use crate::guard::Hold;
 use crate::lock::Mutex;
 use crate::path;
 use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::{reconnected, retry, Session};
+use crate::trust::Loss;
 
 /// What the leases node's data says before the maximum its users agreed on.
 const RECORD: &str = "zk-recipes max leases ";
@@ -367,7 +370,113 @@ pub struct Lease {
     holding: Holding,
 }
 
-hold!(Lease, "lease");
+impl Lease {
+    /// The fencing token: the zxid that created the lease's node. It is greater for every node
+    /// created later, so a resource that remembers the largest token it has accepted can refuse a
+    /// stale holder.
+    pub fn fencing_token(&self) -> u64 {
+        self.holding.token()
+    }
+
+    /// Full path of the lease's znode.
+    pub fn node(&self) -> &str {
+        self.holding.node()
+    }
+
+    /// Whether the lease can no longer be trusted (see [`lost`](Self::lost)). Deletion of the node
+    /// by someone else is noticed once it is watched (a lock's or a lease's from 10 ms after it was
+    /// acquired, or once `lost()` has been awaited; a leadership's at once); expiry, suspension and
+    /// closing from the start; a session the servers have not confirmed in time
+    /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
+    /// after the process wakes from a pause.
+    pub fn is_lost(&self) -> bool {
+        self.holding.trust().is_lost()
+    }
+
+    /// Resolves once the lease can no longer be trusted: the session expired or was closed, the
+    /// connection was suspended, the node was deleted, or the servers have not confirmed the
+    /// session for a session timeout ([`Loss::Lapsed`](crate::Loss::Lapsed): they may have expired
+    /// it); says which.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) -> Loss {
+        self.holding.trust().lost().await
+    }
+
+    /// Releases the lease and returns once its node is gone: deleted, or gone with its session.
+    /// While the connection is down it waits for it to come back, at most until the servers would
+    /// have expired the session (1.5 session timeouts); it never fails for a connection that is
+    /// down.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`](crate::Error::Lost) if the lease was lost before the release (what was
+    ///   done under it may have overlapped with another holder); the node, if still there, is
+    ///   deleted all the same; if the session is gone this returns at once.
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the servers refuse the delete: the node stays
+    ///   until the session ends.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an unfinished release goes on in the background until the node is gone or its
+    /// session is.
+    pub async fn release(self) -> Result<()> {
+        // Boxed: a caller that awaits an acquisition then the release in one future
+        // reserves room for the larger of the two while it waits.
+        Box::pin(self.holding.release()).await
+    }
+
+    /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
+    pub fn fenced(&self) -> Fenced {
+        self.holding.fence().fenced()
+    }
+
+    /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
+    /// to the node belongs to the node: once any handle of it saw the marker (a re-entered guard, a
+    /// clone, a leader's earlier term on the same node), this resolves, even after the holder's own
+    /// write replaced the marker.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`](crate::Error::Lost) if the hold ends first.
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the node's ACL no longer lets the session read
+    ///   it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn revocation_requested(&self) -> Result<()> {
+        self.holding.fence().revocation_requested().await
+    }
+}
+
+#[async_trait]
+impl Hold for Lease {
+    fn fencing_token(&self) -> u64 {
+        Lease::fencing_token(self)
+    }
+
+    fn node(&self) -> &str {
+        Lease::node(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        Lease::is_lost(self)
+    }
+
+    async fn lost(&self) -> Loss {
+        Lease::lost(self).await
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        Lease::release(*self).await
+    }
+
+    fn fenced(&self) -> Fenced {
+        Lease::fenced(self)
+    }
+
+    async fn revocation_requested(&self) -> Result<()> {
+        Lease::revocation_requested(self).await
+    }
+}
 
 #[cfg(test)]
 mod tests {

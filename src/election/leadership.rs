@@ -13,15 +13,16 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use tokio::sync::{watch, Notify};
 use tracing::{debug, info};
 
 use crate::error::{Error, Result};
-use crate::fenced::{Fence, Fences};
-use crate::guard::hold;
+use crate::fenced::{Fence, Fenced, Fences};
+use crate::guard::Hold;
 use crate::queue::MAX_DATA;
 use crate::session::retry;
-use crate::trust::Trust;
+use crate::trust::{Loss, Trust};
 
 /// Writes a proclamation tries while the node keeps changing between its read and its write
 /// (someone else writes into it: a request to let go, a hint).
@@ -36,9 +37,82 @@ pub struct Leadership {
     pub(crate) holding: Term,
 }
 
-hold!(Leadership, "leadership");
-
 impl Leadership {
+    /// The fencing token: the zxid that created the leadership's node. It is greater for every node
+    /// created later, so a resource that remembers the largest token it has accepted can refuse a
+    /// stale holder.
+    pub fn fencing_token(&self) -> u64 {
+        self.holding.token()
+    }
+
+    /// Full path of the leadership's znode.
+    pub fn node(&self) -> &str {
+        self.holding.node()
+    }
+
+    /// Whether the leadership can no longer be trusted (see [`lost`](Self::lost)). Deletion of the
+    /// node by someone else is noticed once it is watched (a lock's or a lease's from 10 ms after
+    /// it was acquired, or once `lost()` has been awaited; a leadership's at once); expiry,
+    /// suspension and closing from the start; a session the servers have not confirmed in time
+    /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
+    /// after the process wakes from a pause.
+    pub fn is_lost(&self) -> bool {
+        self.holding.trust().is_lost()
+    }
+
+    /// Resolves once the leadership can no longer be trusted: the session expired or was closed,
+    /// the connection was suspended, the node was deleted, or the servers have not confirmed the
+    /// session for a session timeout ([`Loss::Lapsed`](crate::Loss::Lapsed): they may have expired
+    /// it); says which.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) -> Loss {
+        self.holding.trust().lost().await
+    }
+
+    /// Releases the leadership and returns once its node is gone: deleted, or gone with its
+    /// session. While the connection is down it waits for it to come back, at most until the
+    /// servers would have expired the session (1.5 session timeouts); it never fails for a
+    /// connection that is down.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`](crate::Error::Lost) if the leadership was lost before the release (what
+    ///   was done under it may have overlapped with another holder); the node, if still there, is
+    ///   deleted all the same; if the session is gone this returns at once.
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the servers refuse the delete: the node stays
+    ///   until the session ends.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an unfinished release goes on in the background until the node is gone or its
+    /// session is.
+    pub async fn release(self) -> Result<()> {
+        // Boxed: a caller that awaits an acquisition then the release in one future
+        // reserves room for the larger of the two while it waits.
+        Box::pin(self.holding.release()).await
+    }
+
+    /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
+    pub fn fenced(&self) -> Fenced {
+        self.holding.fence().fenced()
+    }
+
+    /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
+    /// to the node belongs to the node: once any handle of it saw the marker (a re-entered guard, a
+    /// clone, a leader's earlier term on the same node), this resolves, even after the holder's own
+    /// write replaced the marker.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`](crate::Error::Lost) if the hold ends first.
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the node's ACL no longer lets the session read
+    ///   it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn revocation_requested(&self) -> Result<()> {
+        self.holding.fence().revocation_requested().await
+    }
+
     /// The term: the zxid that created the leader's node, greater for every later leader.
     /// Use it as a fencing token (it is [`fencing_token`](Self::fencing_token)).
     pub fn term(&self) -> u64 {
@@ -126,6 +200,37 @@ impl Leadership {
             Err(Error::ZooKeeper(err)) => Err(Error::at(fence.node(), err)),
             Err(err) => Err(err),
         }
+    }
+}
+
+#[async_trait]
+impl Hold for Leadership {
+    fn fencing_token(&self) -> u64 {
+        Leadership::fencing_token(self)
+    }
+
+    fn node(&self) -> &str {
+        Leadership::node(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        Leadership::is_lost(self)
+    }
+
+    async fn lost(&self) -> Loss {
+        Leadership::lost(self).await
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        Leadership::release(*self).await
+    }
+
+    fn fenced(&self) -> Fenced {
+        Leadership::fenced(self)
+    }
+
+    async fn revocation_requested(&self) -> Result<()> {
+        Leadership::revocation_requested(self).await
     }
 }
 
