@@ -1,13 +1,13 @@
 //! Introspection: who holds and who waits ([`Contender`]), and the ids contenders carry.
 //!
-//! `contenders()` on [`Mutex`], [`RwLock`] and [`Semaphore`] lists the queue in order
+//! `contenders()` on [`Mutex`](crate::Mutex), [`RwLock`](crate::RwLock) and [`Semaphore`](crate::Semaphore) lists the queue in order
 //! (Curator's `getParticipantNodes`, kazoo's `contenders()`), without joining it: each
 //! contender's node, fencing token, whether it holds now and how ([`Access`]), and its id.
 //! Foreign contenders on the same path (Curator, kazoo) are listed too.
 //!
 //! **Ids.** Every node a recipe creates carries its contender's id as its data: by default
 //! `<host name>/<process id>` (so an operator can tell who holds), or what
-//! [`Mutex::id`] (and [`RwLock::id`], [`Semaphore::id`]) sets. Curator contenders show
+//! [`Mutex::id`](crate::Mutex::id) (and [`RwLock::id`](crate::RwLock::id), [`Semaphore::id`](crate::Semaphore::id)) sets. Curator contenders show
 //! what Curator stored in their nodes (its `InterProcessMutex` 5.4 stores nothing, so their
 //! id is empty; a `LeaderLatch` stores its participant id).
 //! A node written into by someone else shows what was written (a holder asked to let go
@@ -16,27 +16,23 @@
 //! [`NodeAcl::CreatorOnly`](crate::NodeAcl::CreatorOnly) of another user) is listed all the
 //! same, in its place, without an id.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tracing::{debug, info_span, Instrument};
 
 use crate::error::{Error, Result};
-use crate::lock::Mutex;
 use crate::path;
-use crate::proclaim::split;
 use crate::queue::{Listed, Queue, MAX_DATA};
 use crate::revoke::{revoke, REVOKE};
-use crate::rwlock::{is_writer, RwLock};
-use crate::semaphore::{recorded, Semaphore};
 use crate::session::Session;
 
-/// A contender in a queue, as an observer sees it (`contenders()` on [`Mutex`], [`RwLock`]
-/// and [`Semaphore`]: Curator's `getParticipantNodes`, kazoo's `contenders()`, with who
+/// A contender in a queue, as an observer sees it (`contenders()` on [`Mutex`](crate::Mutex), [`RwLock`](crate::RwLock)
+/// and [`Semaphore`](crate::Semaphore): Curator's `getParticipantNodes`, kazoo's `contenders()`, with who
 /// holds). Foreign contenders on the same path (Curator, kazoo) are listed too.
 ///
 /// **Ids.** Every node a recipe creates carries its contender's id as its data: by default
-/// `<host name>/<process id>` (so an operator can tell who holds), or what [`Mutex::id`]
-/// (and [`RwLock::id`], [`Semaphore::id`]) sets. Curator contenders show what Curator
+/// `<host name>/<process id>` (so an operator can tell who holds), or what [`Mutex::id`](crate::Mutex::id)
+/// (and [`RwLock::id`](crate::RwLock::id), [`Semaphore::id`](crate::Semaphore::id)) sets. Curator contenders show what Curator
 /// stored in their nodes (its `InterProcessMutex` 5.4 stores nothing, so their id is
 /// empty). A node written into by someone else shows what was written, except Curator's
 /// revoke marker (see [`revocation_requested`](Self::revocation_requested)). Data that is
@@ -71,40 +67,17 @@ pub struct Contender {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Access {
-    /// A [`Mutex`]: alone.
+    /// A [`Mutex`](crate::Mutex): alone.
     Exclusive,
-    /// An [`RwLock`] for reading: with other readers.
+    /// An [`RwLock`](crate::RwLock) for reading: with other readers.
     Read,
-    /// An [`RwLock`] for writing: alone.
+    /// An [`RwLock`](crate::RwLock) for writing: alone.
     Write,
-    /// A [`Semaphore`] lease: with up to its maximum of others.
+    /// A [`Semaphore`](crate::Semaphore) lease: with up to its maximum of others.
     Lease,
 }
 
-/// The default id: `<host name>/<process id>`.
-pub(crate) fn default_id() -> Arc<[u8]> {
-    static ID: OnceLock<Arc<[u8]>> = OnceLock::new();
-    ID.get_or_init(|| {
-        format!("{}/{}", host_name(), std::process::id())
-            .into_bytes()
-            .into()
-    })
-    .clone()
-}
-
-/// This host's name (`localhost` if it has none that can be read).
-fn host_name() -> String {
-    let mut name = [0u8; 256];
-    // SAFETY: gethostname(2) writes at most `name.len()` bytes into the buffer it is given.
-    let read = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) };
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    match (read, std::str::from_utf8(&name[..end])) {
-        (0, Ok(host)) if !host.is_empty() => host.to_owned(),
-        _ => "localhost".to_owned(),
-    }
-}
-
-/// Checks `id` as [`LeaderElection::new`](crate::LeaderElection::new) and [`Mutex::id`]
+/// Checks `id` as [`LeaderElection::new`](crate::LeaderElection::new) and [`Mutex::id`](crate::Mutex::id)
 /// check a contender's id, without a session: a program can refuse a bad id before it
 /// connects. Nothing is sent.
 ///
@@ -137,7 +110,7 @@ pub(crate) fn validate_id(id: &str) -> Result<Arc<[u8]>> {
 
 /// Lists `queue` under `what` (a span name), telling who holds: `holds(index, name, ahead)`
 /// where `ahead` says whether an exclusive contender is ahead.
-async fn list(
+pub(crate) async fn list(
     session: &Session,
     queue: &Queue,
     access: fn(&str) -> Access,
@@ -167,7 +140,10 @@ async fn list(
 
 /// Asks every contender of `contenders` that holds to let go; the nodes asked. A holder
 /// whose node the session may neither read nor write (its ACL) is not asked.
-async fn revoke_holding(session: &Session, contenders: Vec<Contender>) -> Result<Vec<String>> {
+pub(crate) async fn revoke_holding(
+    session: &Session,
+    contenders: Vec<Contender>,
+) -> Result<Vec<String>> {
     let mut asked = Vec::new();
     for holder in contenders.into_iter().filter(|c| c.holds) {
         match revoke(session, &holder.node).await {
@@ -185,153 +161,10 @@ async fn revoke_holding(session: &Session, contenders: Vec<Contender>) -> Result
     Ok(asked)
 }
 
-impl Mutex {
-    /// Every contender for this lock, first (the holder) first; works without locking. A
-    /// contender whose node this session may not read is listed without an id (see
-    /// [`Contender`]).
-    ///
-    /// # Notable errors
-    /// * [`Error::NoAuth`] if the lock path cannot be read (not for a contender's node).
-    /// * [`Error::Disconnected`] at once if the connection is down: it does not wait.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn contenders(&self) -> Result<Vec<Contender>> {
-        list(
-            &self.session,
-            &self.queue,
-            |_| Access::Exclusive,
-            |i, _, _| i == 0,
-        )
-        .await
-    }
-
-    /// The id this mutex's contenders carry (their nodes' data), instead of
-    /// `<host name>/<process id>`; shown by [`contenders`](Self::contenders).
-    ///
-    /// # Notable errors
-    /// * [`Error::InvalidArgument`] if `id` is empty, holds a NUL, is `__REVOKE__`, or is
-    ///   larger than a node holds (960 KiB here). Nothing is sent.
-    pub fn id(self, id: &str) -> Result<Mutex> {
-        let id = validate_id(id)?;
-        Ok(Mutex {
-            queue: self.queue.with_id(id),
-            ..self
-        })
-    }
-
-    /// Asks whoever holds this lock now to let go ([`revoke`](crate::revoke)); the nodes
-    /// asked (none: nobody holds it). A holder whose node this session may neither read nor
-    /// write (its ACL) is not asked; nodes it cannot read do not keep the others from being
-    /// asked.
-    ///
-    /// # Notable errors
-    /// As [`contenders`](Self::contenders) and [`revoke`](crate::revoke).
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a holder may or may not have been asked.
-    pub async fn revoke_holders(&self) -> Result<Vec<String>> {
-        revoke_holding(&self.session, self.contenders().await?).await
-    }
-}
-
-impl RwLock {
-    /// Every contender for this lock, in queue order: readers hold while no writer is
-    /// ahead of them, a writer holds when first. Works without locking.
-    ///
-    /// # Notable errors
-    /// As [`Mutex::contenders`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn contenders(&self) -> Result<Vec<Contender>> {
-        let access = |name: &str| match is_writer(name) {
-            true => Access::Write,
-            false => Access::Read,
-        };
-        let holds = |index, access, writer_ahead: bool| match access {
-            Access::Read => !writer_ahead,
-            _ => index == 0,
-        };
-        list(&self.session, &self.readers, access, holds).await
-    }
-
-    /// The id this lock's contenders carry; as [`Mutex::id`].
-    ///
-    /// # Notable errors
-    /// As [`Mutex::id`].
-    pub fn id(self, id: &str) -> Result<RwLock> {
-        let id = validate_id(id)?;
-        Ok(RwLock {
-            readers: self.readers.with_id(id.clone()),
-            writers: self.writers.with_id(id),
-            ..self
-        })
-    }
-
-    /// Asks whoever holds this lock now (the writer, or every reader) to let go; as
-    /// [`Mutex::revoke_holders`].
-    ///
-    /// # Notable errors
-    /// As [`Mutex::revoke_holders`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe; a holder may or may not have been asked.
-    pub async fn revoke_holders(&self) -> Result<Vec<String>> {
-        revoke_holding(&self.session, self.contenders().await?).await
-    }
-}
-
-impl Semaphore {
-    /// The leases, in order, then the acquirers waiting to pass in, in order; works
-    /// without acquiring. The first `max` leases hold; a lease beyond them is the acquirer
-    /// passing in, waiting for the count (its place among the acquirers is not listed
-    /// again). An acquirer's token and id are those of its node at `<path>/locks`.
-    ///
-    /// # Notable errors
-    /// As [`Mutex::contenders`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn contenders(&self) -> Result<Vec<Contender>> {
-        let max = usize::try_from(self.max).unwrap_or(usize::MAX);
-        let lease = |_: &str| Access::Lease;
-        let mut leases = list(&self.session, &self.leases, lease, |i, _, _| i < max).await?;
-        let acquirers = list(&self.session, &self.gate.queue, lease, |_, _, _| false).await?;
-        let passing = usize::from(leases.len() > max);
-        leases.extend(acquirers.into_iter().skip(passing));
-        Ok(leases)
-    }
-
-    /// The maximum recorded at `<path>/leases` by the participants that hold leases (see
-    /// [`Semaphore`]), if any: what an observer that does not know the maximum can make a
-    /// semaphore with to see who holds. Curator records none.
-    ///
-    /// # Notable errors
-    /// As [`Mutex::contenders`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn recorded_max(&self) -> Result<Option<u32>> {
-        let client = self.session.connected()?;
-        let leases = self.leases.root();
-        match client.get_data(leases).await {
-            Ok((data, _)) => Ok(recorded(&data)),
-            Err(zookeeper_client::Error::NoNode) => Ok(None),
-            Err(err) => Err(Error::at(leases, err)),
-        }
-    }
-
-    /// The id this semaphore's leases and acquirers carry; as [`Mutex::id`].
-    ///
-    /// # Notable errors
-    /// As [`Mutex::id`].
-    pub fn id(self, id: &str) -> Result<Semaphore> {
-        let checked = validate_id(id)?;
-        Ok(Semaphore {
-            gate: self.gate.id(id)?,
-            leases: self.leases.with_id(checked),
-            ..self
-        })
+/// A contender node's data as its id and, if it proclaimed, what it proclaimed.
+pub(crate) fn split(data: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match data.iter().position(|&b| b == 0) {
+        Some(end) => (&data[..end], Some(&data[end + 1..])),
+        None => (data, None),
     }
 }

@@ -196,6 +196,14 @@ impl Error {
             other => Error::from(other),
         }
     }
+
+    /// Names the recipe root in errors about it.
+    pub(crate) fn at_root(self, root: &str) -> Error {
+        match self {
+            Error::ZooKeeper(err) => Error::at(root, err),
+            other => other,
+        }
+    }
 }
 
 /// Whether a client error means the connection broke with the request in flight, so that

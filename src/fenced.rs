@@ -5,14 +5,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use tracing::{info_span, Instrument};
+use tracing::{debug, info, info_span, Instrument};
+use zookeeper_client::Error as Zk;
 use zookeeper_client::{Client, CreateMode, MultiWriteError, MultiWriteResult, MultiWriter};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{Holding, MAX_DATA};
-use crate::session::{connected_now, Session};
+use crate::revoke::{at, REVOKE};
+use crate::session::{connected_now, retry, Session};
 use crate::trust::Trust;
 
 /// The bytes a multi spends on one operation besides its path and data, at most: its
@@ -53,7 +55,7 @@ impl Fence {
     /// Takes note of the node's data, read by the holder: a request to let go in it stays
     /// heard, whatever is written into the node later.
     pub(crate) fn note(&self, data: &[u8]) {
-        if data == crate::revoke::REVOKE {
+        if data == REVOKE {
             self.asked.store(true, Ordering::Release);
         }
     }
@@ -129,11 +131,58 @@ impl Fence {
             ops: Vec::new(),
         }
     }
+
+    /// Resolves once `__REVOKE__` is in the holder's node.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] if the hold ends (or reads as lost) first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn revocation_requested(&self) -> Result<()> {
+        let span = info_span!("zk.revocation_requested", node = %self.node());
+        async {
+            loop {
+                if self.asked() {
+                    info!("asked to let go");
+                    return Ok(());
+                }
+                let client = self.client()?;
+                let read = tokio::select! {
+                    read = retry(&client, || client.get_and_watch_data(self.node())) => read,
+                    _ = self.trust().lost() => return Err(self.lost()),
+                };
+                drop(client);
+                let watcher = match read {
+                    Ok((data, _, _)) if data == REVOKE => {
+                        self.note(&data);
+                        continue;
+                    }
+                    Ok((_, _, watcher)) => watcher,
+                    Err(Error::ZooKeeper(Zk::NoNode) | Error::SessionExpired | Error::Closed) => {
+                        return Err(self.lost())
+                    }
+                    Err(err) => return Err(at(self.node(), err)),
+                };
+                tokio::select! {
+                    event = watcher.changed() => debug!(?event, "our node changed"),
+                    _ = self.trust().lost() => return Err(self.lost()),
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
 }
 
-impl Holding {
-    /// What writes fenced by this holding, and revocation, need.
-    pub(crate) fn fence(&self) -> Fence {
+/// What offers a [`Fence`]: a queue's [`Holding`], a leader's term.
+pub(crate) trait Fences {
+    /// What writes fenced by this hold, and revocation, need.
+    fn fence(&self) -> Fence;
+}
+
+impl Fences for Holding {
+    fn fence(&self) -> Fence {
         let (acl, session, client, asked) = match self.owner() {
             Some((acl, session, client, asked)) => (acl, Some(session), client, asked),
             None => (NodeAcl::default(), None, Weak::new(), Arc::default()),
@@ -492,33 +541,3 @@ impl From<MultiWriteResult> for Written {
         }
     }
 }
-
-/// The methods of a hold for fenced writes and revocation, `fenced` and
-/// `revocation_requested`, from its field `holding`, which offers `fence()`.
-macro_rules! fence_methods {
-    () => {
-        #[doc = "A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced)."]
-        pub fn fenced(&self) -> $crate::Fenced {
-            self.holding.fence().fenced()
-        }
-
-        #[doc = "Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke)."]
-        #[doc = "A request to the node belongs to the node: once any handle of it saw the"]
-        #[doc = "marker (a re-entered guard, a clone, a leader's earlier term on the same node),"]
-        #[doc = "this resolves, even after the holder's own write replaced the marker (such a"]
-        #[doc = "write, a proclamation or a fenced one, reads the node first: it never replaces"]
-        #[doc = "a marker unseen)."]
-        #[doc = ""]
-        #[doc = "# Notable errors"]
-        #[doc = "* [`Error::Lost`](crate::Error::Lost) if the hold ends first."]
-        #[doc = "* [`Error::NoAuth`](crate::Error::NoAuth) if the node's ACL no longer lets the"]
-        #[doc = "  session read it."]
-        #[doc = ""]
-        #[doc = "# Cancel safety"]
-        #[doc = "Cancel safe."]
-        pub async fn revocation_requested(&self) -> $crate::Result<()> {
-            self.holding.fence().revocation_requested().await
-        }
-    };
-}
-pub(crate) use fence_methods;

@@ -54,13 +54,13 @@ mod guard;
 mod keyed;
 mod lock;
 mod path;
-mod proclaim;
 mod queue;
 mod revoke;
 mod rwlock;
 mod semaphore;
 mod session;
 mod trust;
+mod view;
 
 pub use acl::NodeAcl;
 pub use contenders::check_contender_id;

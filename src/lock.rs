@@ -10,10 +10,13 @@ use async_trait::async_trait;
 use tracing::info_span;
 
 use crate::acl::NodeAcl;
+use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::guard::{boxed, hold, Hold};
+use crate::fenced::{Fenced, Fences};
+use crate::guard::{boxed, Hold};
 use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::Session;
+use crate::trust::Loss;
 
 /// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and
 /// swap [`Mutex`] for another lock (the write side of an [`RwLock`](crate::RwLock)) or an
@@ -196,6 +199,54 @@ impl Mutex {
             holding: Shared(Arc::new(holding)),
         }))
     }
+
+    /// Every contender for this lock, first (the holder) first; works without locking. A
+    /// contender whose node this session may not read is listed without an id (see
+    /// [`Contender`]).
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the lock path cannot be read (not for a contender's node).
+    /// * [`Error::Disconnected`] at once if the connection is down: it does not wait.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn contenders(&self) -> Result<Vec<Contender>> {
+        list(
+            &self.session,
+            &self.queue,
+            |_| Access::Exclusive,
+            |i, _, _| i == 0,
+        )
+        .await
+    }
+
+    /// The id this mutex's contenders carry (their nodes' data), instead of
+    /// `<host name>/<process id>`; shown by [`contenders`](Self::contenders).
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidArgument`] if `id` is empty, holds a NUL, is `__REVOKE__`, or is
+    ///   larger than a node holds (960 KiB here). Nothing is sent.
+    pub fn id(self, id: &str) -> Result<Mutex> {
+        let id = validate_id(id)?;
+        Ok(Mutex {
+            queue: self.queue.with_id(id),
+            ..self
+        })
+    }
+
+    /// Asks whoever holds this lock now to let go ([`revoke`](crate::revoke)); the nodes
+    /// asked (none: nobody holds it). A holder whose node this session may neither read nor
+    /// write (its ACL) is not asked; nodes it cannot read do not keep the others from being
+    /// asked.
+    ///
+    /// # Notable errors
+    /// As [`contenders`](Self::contenders) and [`revoke`](crate::revoke).
+    ///
+    /// # Cancel safety
+    /// Cancel safe; a holder may or may not have been asked.
+    pub async fn revoke_holders(&self) -> Result<Vec<String>> {
+        revoke_holding(&self.session, self.contenders().await?).await
+    }
 }
 
 /// Proof of holding a [`Mutex`]; releases the lock when dropped (in the background).
@@ -205,9 +256,83 @@ pub struct MutexGuard {
     holding: Shared,
 }
 
-hold!(MutexGuard, "lock");
-
 impl MutexGuard {
+    /// The fencing token: the zxid that created the lock's node. It is greater for every node
+    /// created later, so a resource that remembers the largest token it has accepted can refuse a
+    /// stale holder.
+    pub fn fencing_token(&self) -> u64 {
+        self.holding.token()
+    }
+
+    /// Full path of the lock's znode.
+    pub fn node(&self) -> &str {
+        self.holding.node()
+    }
+
+    /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)). Deletion of the node
+    /// by someone else is noticed once it is watched (a lock's or a lease's from 10 ms after it was
+    /// acquired, or once `lost()` has been awaited; a leadership's at once); expiry, suspension and
+    /// closing from the start; a session the servers have not confirmed in time
+    /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
+    /// after the process wakes from a pause.
+    pub fn is_lost(&self) -> bool {
+        self.holding.trust().is_lost()
+    }
+
+    /// Resolves once the lock can no longer be trusted: the session expired or was closed, the
+    /// connection was suspended, the node was deleted, or the servers have not confirmed the
+    /// session for a session timeout ([`Loss::Lapsed`](crate::Loss::Lapsed): they may have expired
+    /// it); says which.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) -> Loss {
+        self.holding.trust().lost().await
+    }
+
+    /// Releases the lock and returns once its node is gone: deleted, or gone with its session.
+    /// While the connection is down it waits for it to come back, at most until the servers would
+    /// have expired the session (1.5 session timeouts); it never fails for a connection that is
+    /// down.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`](crate::Error::Lost) if the lock was lost before the release (what was done
+    ///   under it may have overlapped with another holder); the node, if still there, is deleted
+    ///   all the same; if the session is gone this returns at once.
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the servers refuse the delete: the node stays
+    ///   until the session ends.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an unfinished release goes on in the background until the node is gone or its
+    /// session is.
+    pub async fn release(self) -> Result<()> {
+        // Boxed: a caller that awaits an acquisition then the release in one future
+        // reserves room for the larger of the two while it waits.
+        Box::pin(self.holding.release()).await
+    }
+
+    /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
+    pub fn fenced(&self) -> Fenced {
+        self.holding.fence().fenced()
+    }
+
+    /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
+    /// to the node belongs to the node: once any handle of it saw the marker (a re-entered guard, a
+    /// clone, a leader's earlier term on the same node), this resolves, even after the holder's own
+    /// write replaced the marker (such a write, a proclamation or a fenced one, reads the node
+    /// first: it never replaces a marker unseen).
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`](crate::Error::Lost) if the hold ends first.
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the node's ACL no longer lets the session read
+    ///   it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn revocation_requested(&self) -> Result<()> {
+        self.holding.fence().revocation_requested().await
+    }
+
     /// Another guard on the lock this one holds (re-entrancy): the lock is released when the
     /// last of them is released or dropped; releasing one that is not the last only gives up
     /// its share (and returns [`Error::Lost`] if the lock was lost). No request is sent.
@@ -215,6 +340,37 @@ impl MutexGuard {
         MutexGuard {
             holding: self.holding.clone(),
         }
+    }
+}
+
+#[async_trait]
+impl Hold for MutexGuard {
+    fn fencing_token(&self) -> u64 {
+        MutexGuard::fencing_token(self)
+    }
+
+    fn node(&self) -> &str {
+        MutexGuard::node(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        MutexGuard::is_lost(self)
+    }
+
+    async fn lost(&self) -> Loss {
+        MutexGuard::lost(self).await
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        MutexGuard::release(*self).await
+    }
+
+    fn fenced(&self) -> Fenced {
+        MutexGuard::fenced(self)
+    }
+
+    async fn revocation_requested(&self) -> Result<()> {
+        MutexGuard::revocation_requested(self).await
     }
 }
 

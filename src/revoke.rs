@@ -23,7 +23,6 @@ use tracing::{debug, info, info_span, Instrument};
 use zookeeper_client::Error as Zk;
 
 use crate::error::{Error, Result};
-use crate::fenced::Fence;
 use crate::path;
 use crate::queue::is_contender_name;
 use crate::session::{retry, Session};
@@ -104,54 +103,10 @@ fn is_contender(node: &str, owner: i64) -> bool {
 }
 
 /// A client error about `node` as the crate's error for it.
-fn at(node: &str, err: Error) -> Error {
+pub(crate) fn at(node: &str, err: Error) -> Error {
     match err {
         Error::ZooKeeper(err) => Error::at(node, err),
         other => other,
-    }
-}
-
-impl Fence {
-    /// Resolves once `__REVOKE__` is in the holder's node.
-    ///
-    /// # Notable errors
-    /// * [`Error::Lost`] if the hold ends (or reads as lost) first.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn revocation_requested(&self) -> Result<()> {
-        let span = info_span!("zk.revocation_requested", node = %self.node());
-        async {
-            loop {
-                if self.asked() {
-                    info!("asked to let go");
-                    return Ok(());
-                }
-                let client = self.client()?;
-                let read = tokio::select! {
-                    read = retry(&client, || client.get_and_watch_data(self.node())) => read,
-                    _ = self.trust().lost() => return Err(self.lost()),
-                };
-                drop(client);
-                let watcher = match read {
-                    Ok((data, _, _)) if data == REVOKE => {
-                        self.note(&data);
-                        continue;
-                    }
-                    Ok((_, _, watcher)) => watcher,
-                    Err(Error::ZooKeeper(Zk::NoNode) | Error::SessionExpired | Error::Closed) => {
-                        return Err(self.lost())
-                    }
-                    Err(err) => return Err(at(self.node(), err)),
-                };
-                tokio::select! {
-                    event = watcher.changed() => debug!(?event, "our node changed"),
-                    _ = self.trust().lost() => return Err(self.lost()),
-                }
-            }
-        }
-        .instrument(span)
-        .await
     }
 }
 

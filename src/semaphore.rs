@@ -7,16 +7,20 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tracing::{debug, field, info_span, Instrument};
 use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
+use crate::contenders::{list, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::guard::hold;
+use crate::fenced::{Fenced, Fences};
+use crate::guard::Hold;
 use crate::lock::Mutex;
 use crate::path;
 use crate::queue::{Blockers, Holding, Queue, Wait};
 use crate::session::{reconnected, retry, Session};
+use crate::trust::Loss;
 
 /// What the leases node's data says before the maximum its users agreed on.
 const RECORD: &str = "zk-recipes max leases ";
@@ -37,7 +41,7 @@ pub(crate) fn recorded(data: &[u8]) -> Option<u32> {
 /// session and task that acquires on the same path.
 ///
 /// The layout is Apache Curator's `InterProcessSemaphoreV2`, so Rust and Java services can
-/// share one semaphore. A [`Mutex`] on `<path>/locks` (Curator's `InterProcessMutex`
+/// share one semaphore. A [`Mutex`](crate::Mutex) on `<path>/locks` (Curator's `InterProcessMutex`
 /// there) lets one acquirer in at a time. That acquirer creates its lease, an
 /// EPHEMERAL_SEQUENTIAL `<path>/leases/_c_<uuid>-lease-<seq>`, and holds it once
 /// `<path>/leases` has at most `max` children, its own included, as Curator counts; until
@@ -48,7 +52,7 @@ pub(crate) fn recorded(data: &[u8]) -> Option<u32> {
 /// * **Fairness.** Leases are handed out in the order acquirers arrived at the mutex.
 /// * **Tasks.** Every [`acquire`](Self::acquire) is an acquirer of its own: tasks sharing
 ///   one `Semaphore` count exactly as processes do.
-/// * **Fencing, loss, leaving, session expiry** are those of [`Mutex`]: a lease's token is
+/// * **Fencing, loss, leaving, session expiry** are those of [`Mutex`](crate::Mutex): a lease's token is
 ///   the zxid that created its node; [`Lease::lost`] resolves when the session expires or
 ///   is closed, the connection is suspended, or the lease node is deleted; a timed-out,
 ///   cancelled or dropped acquisition leaves neither a lease nor a mutex node behind; a
@@ -112,7 +116,7 @@ impl Semaphore {
 
     /// The ACL of the nodes this semaphore creates (its leases, its internal mutex's nodes,
     /// and the paths it makes), instead of the session's
-    /// [`node_acl`](crate::SessionBuilder::node_acl); as [`Mutex::node_acl`].
+    /// [`node_acl`](crate::SessionBuilder::node_acl); as [`Mutex::node_acl`](crate::Mutex::node_acl).
     pub fn node_acl(self, acl: NodeAcl) -> Semaphore {
         Semaphore {
             gate: self.gate.node_acl(acl),
@@ -309,6 +313,58 @@ impl Semaphore {
         }
         Ok(())
     }
+
+    /// The leases, in order, then the acquirers waiting to pass in, in order; works
+    /// without acquiring. The first `max` leases hold; a lease beyond them is the acquirer
+    /// passing in, waiting for the count (its place among the acquirers is not listed
+    /// again). An acquirer's token and id are those of its node at `<path>/locks`.
+    ///
+    /// # Notable errors
+    /// As [`Mutex::contenders`](crate::Mutex::contenders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn contenders(&self) -> Result<Vec<Contender>> {
+        let max = usize::try_from(self.max).unwrap_or(usize::MAX);
+        let lease = |_: &str| Access::Lease;
+        let mut leases = list(&self.session, &self.leases, lease, |i, _, _| i < max).await?;
+        let acquirers = list(&self.session, &self.gate.queue, lease, |_, _, _| false).await?;
+        let passing = usize::from(leases.len() > max);
+        leases.extend(acquirers.into_iter().skip(passing));
+        Ok(leases)
+    }
+
+    /// The maximum recorded at `<path>/leases` by the participants that hold leases (see
+    /// [`Semaphore`]), if any: what an observer that does not know the maximum can make a
+    /// semaphore with to see who holds. Curator records none.
+    ///
+    /// # Notable errors
+    /// As [`Mutex::contenders`](crate::Mutex::contenders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn recorded_max(&self) -> Result<Option<u32>> {
+        let client = self.session.connected()?;
+        let leases = self.leases.root();
+        match client.get_data(leases).await {
+            Ok((data, _)) => Ok(recorded(&data)),
+            Err(zookeeper_client::Error::NoNode) => Ok(None),
+            Err(err) => Err(Error::at(leases, err)),
+        }
+    }
+
+    /// The id this semaphore's leases and acquirers carry; as [`Mutex::id`](crate::Mutex::id).
+    ///
+    /// # Notable errors
+    /// As [`Mutex::id`](crate::Mutex::id).
+    pub fn id(self, id: &str) -> Result<Semaphore> {
+        let checked = validate_id(id)?;
+        Ok(Semaphore {
+            gate: self.gate.id(id)?,
+            leases: self.leases.with_id(checked),
+            ..self
+        })
+    }
 }
 
 /// A lease of a [`Semaphore`]; returned to it when dropped (in the background). Its methods
@@ -319,7 +375,114 @@ pub struct Lease {
     holding: Holding,
 }
 
-hold!(Lease, "lease");
+impl Lease {
+    /// The fencing token: the zxid that created the lease's node. It is greater for every node
+    /// created later, so a resource that remembers the largest token it has accepted can refuse a
+    /// stale holder.
+    pub fn fencing_token(&self) -> u64 {
+        self.holding.token()
+    }
+
+    /// Full path of the lease's znode.
+    pub fn node(&self) -> &str {
+        self.holding.node()
+    }
+
+    /// Whether the lease can no longer be trusted (see [`lost`](Self::lost)). Deletion of the node
+    /// by someone else is noticed once it is watched (a lock's or a lease's from 10 ms after it was
+    /// acquired, or once `lost()` has been awaited; a leadership's at once); expiry, suspension and
+    /// closing from the start; a session the servers have not confirmed in time
+    /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
+    /// after the process wakes from a pause.
+    pub fn is_lost(&self) -> bool {
+        self.holding.trust().is_lost()
+    }
+
+    /// Resolves once the lease can no longer be trusted: the session expired or was closed, the
+    /// connection was suspended, the node was deleted, or the servers have not confirmed the
+    /// session for a session timeout ([`Loss::Lapsed`](crate::Loss::Lapsed): they may have expired
+    /// it); says which.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) -> Loss {
+        self.holding.trust().lost().await
+    }
+
+    /// Releases the lease and returns once its node is gone: deleted, or gone with its session.
+    /// While the connection is down it waits for it to come back, at most until the servers would
+    /// have expired the session (1.5 session timeouts); it never fails for a connection that is
+    /// down.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`](crate::Error::Lost) if the lease was lost before the release (what was
+    ///   done under it may have overlapped with another holder); the node, if still there, is
+    ///   deleted all the same; if the session is gone this returns at once.
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the servers refuse the delete: the node stays
+    ///   until the session ends.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an unfinished release goes on in the background until the node is gone or its
+    /// session is.
+    pub async fn release(self) -> Result<()> {
+        // Boxed: a caller that awaits an acquisition then the release in one future
+        // reserves room for the larger of the two while it waits.
+        Box::pin(self.holding.release()).await
+    }
+
+    /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
+    pub fn fenced(&self) -> Fenced {
+        self.holding.fence().fenced()
+    }
+
+    /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
+    /// to the node belongs to the node: once any handle of it saw the marker (a re-entered guard, a
+    /// clone, a leader's earlier term on the same node), this resolves, even after the holder's own
+    /// write replaced the marker (such a write, a proclamation or a fenced one, reads the node
+    /// first: it never replaces a marker unseen).
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`](crate::Error::Lost) if the hold ends first.
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the node's ACL no longer lets the session read
+    ///   it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn revocation_requested(&self) -> Result<()> {
+        self.holding.fence().revocation_requested().await
+    }
+}
+
+#[async_trait]
+impl Hold for Lease {
+    fn fencing_token(&self) -> u64 {
+        Lease::fencing_token(self)
+    }
+
+    fn node(&self) -> &str {
+        Lease::node(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        Lease::is_lost(self)
+    }
+
+    async fn lost(&self) -> Loss {
+        Lease::lost(self).await
+    }
+
+    async fn release(self: Box<Self>) -> Result<()> {
+        Lease::release(*self).await
+    }
+
+    fn fenced(&self) -> Fenced {
+        Lease::fenced(self)
+    }
+
+    async fn revocation_requested(&self) -> Result<()> {
+        Lease::revocation_requested(self).await
+    }
+}
 
 #[cfg(test)]
 mod tests {

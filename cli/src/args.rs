@@ -7,7 +7,6 @@ use std::time::Duration;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration;
-use crate::revoke::OnRevoke;
 use crate::status;
 
 /// A recipe path, checked as the library checks it, before connecting: a bad one exits 64
@@ -358,4 +357,14 @@ Examples:
 /// A command's examples followed by the exit statuses.
 fn help(examples: &str) -> String {
     format!("{examples}\n\n{}", status::HELP)
+}
+
+/// What `lock` does when someone asks the holder to let go (`--on-revoke`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum OnRevoke {
+    /// Keep holding; the request is logged at `-v` only.
+    #[default]
+    Ignore,
+    /// Stop CMD as on a loss (SIGTERM, SIGKILL after --kill-after), let go, and exit 80.
+    Release,
 }

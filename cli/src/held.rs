@@ -24,9 +24,8 @@ use tokio::time::Instant;
 use tracing::{info_span, warn, Instrument};
 use zk_recipes::{Hold, Loss, Membership, Result};
 
-use crate::args::Run;
+use crate::args::{OnRevoke, Run};
 use crate::child::{self, Child, SpawnError};
-use crate::revoke::revoked;
 use crate::say::say;
 use crate::signals::Signals;
 use crate::status;
@@ -171,6 +170,15 @@ impl Outcome {
             Outcome::Unknown => status::OS_ERROR,
         }
     }
+}
+
+/// Resolves once `held` should be let go because someone asked and `on_revoke` says to
+/// release; never otherwise (cancel safe).
+pub async fn revoked(held: &impl Held, on_revoke: OnRevoke) {
+    if on_revoke == OnRevoke::Release && held.revocation_requested().await.is_ok() {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// Waits for `acquiring`; if it gives something to hold, runs CMD while holding it (see

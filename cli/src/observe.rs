@@ -16,7 +16,7 @@
 
 use tokio::sync::watch;
 use tracing::{debug, info_span, Instrument};
-use zk_recipes::{Contender, Error, Mutex, Result, RwLock, Semaphore, Session, SessionEvent};
+use zk_recipes::{Error, Mutex, Result, RwLock, Semaphore, Session, SessionEvent};
 use zookeeper_client::{OneshotWatcher, WatchedEvent};
 
 use crate::args::{Connection, Observe};
@@ -24,7 +24,7 @@ use crate::output::{self, until_closed};
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-use crate::view::{self, Recipe, Seen, RWLOCK_MARKS};
+use crate::view::{self, recipe, Recipe, Seen};
 
 /// What PATH holds now; `children`, PATH's children listed before, tell a semaphore. The
 /// recipe is told by its nodes' names: `…-latch-<seq>` an election (`LeaderElection`,
@@ -46,23 +46,6 @@ async fn look(session: &Session, path: &str, children: &[String]) -> Result<Seen
             Ok(Seen::Queue(Recipe::RwLock, contenders))
         }
         recipe => Ok(Seen::Queue(recipe, contenders)),
-    }
-}
-
-/// Whose queue `contenders` are, by their nodes' names.
-pub fn recipe(contenders: &[Contender]) -> Recipe {
-    let marked = |marks: &[&str]| {
-        contenders.iter().any(|c| {
-            let name = c.node.rsplit('/').next().unwrap_or(&c.node);
-            marks.iter().any(|mark| name.contains(mark))
-        })
-    };
-    if marked(&["-latch-"]) {
-        Recipe::Election
-    } else if marked(&RWLOCK_MARKS) {
-        Recipe::RwLock
-    } else {
-        Recipe::Lock
     }
 }
 
@@ -213,36 +196,5 @@ async fn next_event(events: &mut watch::Receiver<SessionEvent>) -> Result<()> {
     match *events.borrow() {
         SessionEvent::Closed => Err(Error::Closed),
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use zk_recipes::Access;
-
-    fn at(node: &str) -> Contender {
-        Contender {
-            node: node.into(),
-            token: 1,
-            holds: false,
-            access: Access::Exclusive,
-            id: None,
-            revocation_requested: false,
-        }
-    }
-
-    #[test]
-    fn the_recipe_is_told_by_the_nodes_names() {
-        let told = |nodes: &[&str]| recipe(&nodes.iter().map(|n| at(n)).collect::<Vec<_>>());
-        assert_eq!(told(&["/e/_c_1-latch-0000000001"]), Recipe::Election);
-        assert_eq!(told(&["/l/_c_1-lock-0000000001"]), Recipe::Lock);
-        assert_eq!(told(&["/rw/_c_1-__WRIT__0000000001"]), Recipe::RwLock);
-        // kazoo's reader and writer; a queue of kazoo's writers alone is a lock.
-        let kazoo = ["/k/ab__rlock__0000000001", "/k/cd__lock__0000000002"];
-        assert_eq!(told(&kazoo), Recipe::RwLock);
-        assert_eq!(told(&kazoo[1..]), Recipe::Lock);
-        // A path whose name looks like a mark is told by its nodes, not by itself.
-        assert_eq!(told(&["/__READ__/_c_1-lock-0000000001"]), Recipe::Lock);
     }
 }

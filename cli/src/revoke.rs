@@ -12,37 +12,15 @@
 //! ([`zk_recipes::revoke`]): a group member, even one whose id ends in ten digits, is never
 //! asked.
 
-use clap::ValueEnum;
 use zk_recipes::{Mutex, Result, RwLock, Session};
 
 use crate::args::{Connection, Revoke};
-use crate::held::Held;
-use crate::observe::recipe;
 use crate::output;
 use crate::say::say;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-use crate::view::Recipe;
-
-/// What `lock` does when someone asks the holder to let go (`--on-revoke`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum OnRevoke {
-    /// Keep holding; the request is logged at `-v` only.
-    #[default]
-    Ignore,
-    /// Stop CMD as on a loss (SIGTERM, SIGKILL after --kill-after), let go, and exit 80.
-    Release,
-}
-
-/// Resolves once `held` should be let go because someone asked and `on_revoke` says to
-/// release; never otherwise (cancel safe).
-pub async fn revoked(held: &impl Held, on_revoke: OnRevoke) {
-    if on_revoke == OnRevoke::Release && held.revocation_requested().await.is_ok() {
-        return;
-    }
-    std::future::pending().await
-}
+use crate::view::{recipe, Recipe};
 
 impl OnSession for Revoke {
     fn connection(&self) -> &Connection {

@@ -7,7 +7,7 @@
 //! lock a writer holds when first, readers hold when no writer is ahead; a semaphore's
 //! leases hold, in order, up to the maximum recorded in `PATH/leases` (all of them if none
 //! is recorded), and a lease beyond it is the acquirer passing in. Which recipe a queue is
-//! comes from its nodes' names (see `observe`).
+//! comes from its nodes' names ([`recipe`]).
 //!
 //! * Text: `PATH: leader ID; followers: ID, ID`, `PATH: held by NAME; waiting: NAME`,
 //!   `PATH: read by NAME, NAME; waiting: writer NAME, reader NAME`, `PATH: written by
@@ -252,6 +252,23 @@ fn object(contender: &Contender, modes: bool) -> Value {
     }
     object
 }
+/// Whose queue `contenders` are, by their nodes' names.
+pub fn recipe(contenders: &[Contender]) -> Recipe {
+    let marked = |marks: &[&str]| {
+        contenders.iter().any(|c| {
+            let name = c.node.rsplit('/').next().unwrap_or(&c.node);
+            marks.iter().any(|mark| name.contains(mark))
+        })
+    };
+    if marked(&["-latch-"]) {
+        Recipe::Election
+    } else if marked(&RWLOCK_MARKS) {
+        Recipe::RwLock
+    } else {
+        Recipe::Lock
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,5 +435,20 @@ mod tests {
         let parsed: Value =
             serde_json::from_str(&line("/s", &seen(None, Vec::new()), true)).unwrap();
         assert_eq!(parsed["max"], Value::Null);
+    }
+
+    #[test]
+    fn the_recipe_is_told_by_the_nodes_names() {
+        let at = |node: &str| contender("", node, false, Access::Exclusive);
+        let told = |nodes: &[&str]| recipe(&nodes.iter().map(|n| at(n)).collect::<Vec<_>>());
+        assert_eq!(told(&["/e/_c_1-latch-0000000001"]), Recipe::Election);
+        assert_eq!(told(&["/l/_c_1-lock-0000000001"]), Recipe::Lock);
+        assert_eq!(told(&["/rw/_c_1-__WRIT__0000000001"]), Recipe::RwLock);
+        // kazoo's reader and writer; a queue of kazoo's writers alone is a lock.
+        let kazoo = ["/k/ab__rlock__0000000001", "/k/cd__lock__0000000002"];
+        assert_eq!(told(&kazoo), Recipe::RwLock);
+        assert_eq!(told(&kazoo[1..]), Recipe::Lock);
+        // A path whose name looks like a mark is told by its nodes, not by itself.
+        assert_eq!(told(&["/__READ__/_c_1-lock-0000000001"]), Recipe::Lock);
     }
 }

@@ -9,6 +9,7 @@ use tracing::{info, info_span, warn, Instrument};
 use super::leadership::{Exit, Leadership, Term};
 use super::{LeaderElection, Role};
 use crate::error::{Error, Result};
+use crate::fenced::Fences;
 use crate::queue::{Contender, Holding, Left, NodeWatch, Terms, Wait};
 use crate::trust::{Announce, Loss};
 

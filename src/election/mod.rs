@@ -8,21 +8,26 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 mod candidate;
+mod leader;
 mod leadership;
 
 pub use candidate::Candidate;
 pub use leadership::Leadership;
 
+use leader::LeaderView;
+
 use crate::acl::NodeAcl;
-use crate::contenders::validate_id;
+use crate::contenders::{split, validate_id};
 use crate::error::{Error, Result};
 use crate::path;
-use crate::proclaim::participant;
 use crate::queue::{Blockers, Contender, Queue, Wait};
+use crate::revoke::REVOKE;
 use crate::session::Session;
+use crate::view;
 
 /// A candidate's role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -293,5 +298,58 @@ impl LeaderElection {
                 tokio::time::sleep(pause).await;
             }
         }
+    }
+
+    /// The current leader as it changes (`None` while no one is in the queue): a receiver
+    /// that starts with the leader now and is updated from one children watch on the
+    /// election path and one data watch on the leader's node. Works without joining. It is
+    /// the first in the queue, as [`leader`](Self::leader) says: a candidate whose session
+    /// was just cut off stays first until the servers expire it. It carries what the leader
+    /// proclaimed ([`Participant::proclaimed`](crate::Participant::proclaimed)) and follows each later
+    /// [`proclaim`](crate::Leadership::proclaim): the leader's node is read again when the
+    /// first in the queue changes or its data watch fires. A leader whose node this session
+    /// may not read (its ACL) is shown with an empty id and nothing proclaimed. How stale it
+    /// can be, and what a suspended connection does to it: as for
+    /// [`Group::watch_members`](crate::Group::watch_members). The view stops when every
+    /// receiver is dropped or the session is closed.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`](crate::Error::NoAuth) if the path cannot be read.
+    /// * [`Error::Disconnected`](crate::Error::Disconnected) (or [`Error::Renewing`](crate::Error::Renewing)) at once if the connection is down
+    ///   now.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a view started for a dropped call stops once its first listing is
+    /// answered.
+    pub async fn watch_leader(&self) -> Result<watch::Receiver<Option<Participant>>> {
+        let span = info_span!("zk.election.watch_leader", path = %self.path());
+        let root = self.path().into();
+        view::start(self.session(), root, LeaderView::default(), span).await
+    }
+}
+
+/// The participant whose node is `node`, from its node's data.
+pub(crate) fn participant(node: String, data: &[u8]) -> Participant {
+    // A request to let go replaced what the candidate wrote: its id is not known.
+    let data = if data == REVOKE { &[][..] } else { data };
+    let (id, proclaimed) = split(data);
+    Participant {
+        id: String::from_utf8_lossy(id).into_owned(),
+        node,
+        proclaimed: proclaimed.map(<[u8]>::to_vec),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_and_proclaimed_data_are_told_apart() {
+        let plain = participant("/e/n".into(), b"node-a");
+        assert_eq!((plain.id.as_str(), plain.proclaimed), ("node-a", None));
+        let proclaimed = participant("/e/n".into(), b"node-a\0host:80\0x");
+        assert_eq!(proclaimed.id, "node-a");
+        assert_eq!(proclaimed.proclaimed.as_deref(), Some(&b"host:80\0x"[..]));
     }
 }

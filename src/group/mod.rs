@@ -1,9 +1,7 @@
 //! Group membership: [`Group`], [`Membership`], [`Member`]; live views of a group's members
 //! and of an election's leader. [`Group`]'s docs state what they promise.
 
-mod leader;
 mod membership;
-mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{is_contender_name, MAX_DATA};
 use crate::session::Session;
+use crate::view;
 
 pub use membership::{Membership, Presence};
 

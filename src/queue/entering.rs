@@ -1,3 +1,6 @@
+//! The queue of one recipe root ([`Queue`]): holding in it (enter, then wait to be first:
+//! [`contender`](super::contender)), listing it, and entering it.
+//!
 //! Entering the queue: create ‖ list in one round trip, and a create whose reply was lost
 //! found again by its uuid. A root the session (or another of the process to the same
 //! servers) does not know to exist (see
@@ -6,22 +9,39 @@
 //! missing is made in the round trip of the next create: two round trips.
 
 use std::fmt::Write as _;
+use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use tokio::sync::SemaphorePermit;
-use tracing::debug;
+use tracing::{debug, info, warn, Instrument, Span};
 use uuid::Uuid;
 use zookeeper_client::Error::NoNode;
 use zookeeper_client::{Client, CreateMode};
 
+use super::contender::Place;
 use super::leaving::{spawn_removal, Removal};
-use super::order::{sequence, Ahead, SEQUENCE_DIGITS};
-use super::{Blockers, Contender, Place, Queue, Wait};
+use super::order::sort_contenders;
+use super::order::{find_own, sequence, Ahead, SEQUENCE_DIGITS};
+use super::{Blockers, Contender, Holding, Listed, Plain, Terms, Turn, Wait};
+use crate::acl::NodeAcl;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
 use crate::session::{disconnected, reconnected, retry, Session};
+
+/// A recipe root, the contender name used under it, who blocks such a contender, and
+/// the ACL of the nodes it creates.
+#[derive(Clone, Debug)]
+pub(crate) struct Queue {
+    root: Arc<str>,
+    name: &'static str,
+    blockers: Blockers,
+    acl: NodeAcl,
+    /// The data of the nodes [`hold`](Self::hold) creates: the contender's id.
+    id: Arc<[u8]>,
+}
 
 impl Queue {
     /// Enters the queue with a node holding `data`, in the session's turn and on its live
@@ -252,6 +272,200 @@ impl Queue {
                 err => err.at_root(&self.root),
             })
     }
+
+    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`, each kept from
+    /// holding by `blockers`, whose nodes get `acl`.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `root` is malformed or too long.
+    pub(crate) fn new(
+        root: &str,
+        name: &'static str,
+        blockers: Blockers,
+        acl: NodeAcl,
+    ) -> Result<Queue> {
+        Ok(Queue {
+            root: Arc::from(path::validate_root(root)?),
+            name,
+            blockers,
+            acl,
+            id: default_id(),
+        })
+    }
+
+    /// The same queue, holding with nodes whose data is `id`.
+    pub(crate) fn with_id(self, id: Arc<[u8]>) -> Queue {
+        Queue { id, ..self }
+    }
+
+    /// The same queue, creating its nodes with `acl`.
+    pub(crate) fn with_acl(self, acl: NodeAcl) -> Queue {
+        Queue { acl, ..self }
+    }
+
+    pub(crate) fn acl(&self) -> NodeAcl {
+        self.acl
+    }
+
+    pub(crate) fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// The contenders under the root, first first, as `(name, data)`; for observers. A node
+    /// the session may not read is listed with no data.
+    ///
+    /// # Notable errors
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
+    ///   (or a new session is being made): it does not wait.
+    /// * [`Error::ConnectionLoss`] if the connection broke while it read.
+    /// * [`Error::NoAuth`] if the root cannot be read.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn contenders(&self, session: &Session) -> Result<Vec<(String, Vec<u8>)>> {
+        let listed = self.listed(session).await?;
+        Ok(listed
+            .into_iter()
+            .map(|l| (l.name, l.data.unwrap_or_default()))
+            .collect())
+    }
+
+    /// The contenders under the root, first first, with their tokens; for observers. A node
+    /// the session may not read (its ACL) is listed without data, its token read from its
+    /// stat (an exists request needs no permission).
+    ///
+    /// # Notable errors
+    /// As [`contenders`](Self::contenders).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn listed(&self, session: &Session) -> Result<Vec<Listed>> {
+        let client = session.connected()?;
+        let mut names = self.list(&client).await?;
+        sort_contenders(&mut names);
+        // Sent back to back; a contender that left meanwhile is skipped.
+        let reads: Vec<_> = names
+            .iter()
+            .map(|name| client.get_data(&path::join(&self.root, name)))
+            .collect();
+        let mut contenders = Vec::with_capacity(names.len());
+        for (name, read) in names.into_iter().zip(reads) {
+            let node = path::join(&self.root, &name);
+            let (data, stat) = match read.await {
+                Ok((data, stat)) => (Some(data), stat),
+                Err(zookeeper_client::Error::NoAuth) => match client.check_stat(&node).await {
+                    Ok(Some(stat)) => (None, stat),
+                    Ok(None) => continue,
+                    Err(err) => return Err(Error::at(&node, err)),
+                },
+                Err(zookeeper_client::Error::NoNode) => continue,
+                Err(err) => return Err(Error::at(&node, err)),
+            };
+            let token = u64::try_from(stat.czxid).unwrap_or_default();
+            contenders.push(Listed { name, data, token });
+        }
+        Ok(contenders)
+    }
+
+    /// Enters the queue and waits, within `wait`, to hold, under `span` (whose `node` field
+    /// records the node): a holding, watched for its loss (deletion of its node from
+    /// [`NODE_WATCH_DELAY`] on); `None`, with the node deleted, if the deadline passed first
+    /// (with [`Wait::Never`]: if it did not hold at once). A contender whose node is lost
+    /// while it waits (deleted by someone, or gone with its expired session) enters again, at
+    /// the end of the queue.
+    ///
+    /// Not an `async fn`: a waiting acquisition is stored by the task that awaits it, so it
+    /// keeps nothing but what it needs.
+    ///
+    /// # Notable errors
+    /// As [`enter`](Self::enter) and [`Contender::wait_first`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped acquisition deletes its node in the background, even if the
+    /// reply to its create was lost.
+    pub(crate) fn hold<'a>(
+        &'a self,
+        session: &'a Session,
+        wait: Wait,
+        span: Span,
+    ) -> impl Future<Output = Result<Option<Holding>>> + Send + 'a {
+        async move {
+            let mut seat = None;
+            self.hold_in(session, &mut seat, Plain(&self.id), wait)
+                .await
+        }
+        .instrument(span)
+    }
+
+    /// Waits, within `wait`, to hold with the contender in `seat`, or a new one entered
+    /// there with `terms`' data: one entered before (by [`enter`](Self::enter), or one
+    /// that held until its connection was suspended) is first checked to be still there.
+    /// `seat` keeps the contender while it waits, so that a caller that stops waiting can
+    /// leave the queue itself (and wait for its node to go); it is empty once this
+    /// returns. A contender whose node is lost while it waits enters again, at the end of
+    /// the queue, unless its session expired and `terms` says not to.
+    ///
+    /// # Notable errors
+    /// As [`hold`](Self::hold), and [`Error::SessionExpired`] if the session expired and
+    /// `terms` does not enter again.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: `seat` keeps what was reached.
+    pub(crate) async fn hold_in(
+        &self,
+        session: &Session,
+        seat: &mut Option<Contender>,
+        terms: impl Terms,
+        wait: Wait,
+    ) -> Result<Option<Holding>> {
+        let started = Instant::now();
+        loop {
+            let fresh = seat.is_none();
+            if fresh {
+                // Boxed: a waiting acquisition need not keep room for entering.
+                let entering = Box::pin(self.enter(session, terms.data(), wait));
+                let Some(entered) = entering.await? else {
+                    return Ok(None);
+                };
+                Span::current().record("node", entered.node());
+                *seat = Some(entered);
+            }
+            let Some(contender) = seat.as_mut() else {
+                continue;
+            };
+            let turn = match (wait, fresh, contender.is_first()) {
+                // Boxed: only a contender entered before takes this way.
+                (_, false, true) => Box::pin(contender.still_first()).await?,
+                (Wait::Never, _, false) => Turn::Late,
+                _ => contender.wait_first(wait).await?,
+            };
+            match (turn, seat.take()) {
+                (Turn::First, Some(contender)) => {
+                    let holding = terms.start(contender);
+                    info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
+                    return Ok(Some(holding));
+                }
+                (Turn::Late, contender) => {
+                    info!("not acquired in time");
+                    if let Some(contender) = contender {
+                        // Boxed: leaving takes no room in a waiting acquisition.
+                        Box::pin(contender.give_up()).await;
+                    }
+                    return Ok(None);
+                }
+                (Turn::Expired, _) if !terms.rejoin() => return Err(Error::SessionExpired),
+                (turn, _) => warn!(?turn, "out of the queue; entering again"),
+            }
+        }
+    }
+
+    /// The children of the root (none if it does not exist).
+    async fn list(&self, client: &Client) -> Result<Vec<String>> {
+        match retry(client, || client.list_children(&self.root)).await {
+            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(Vec::new()),
+            other => other.map_err(|err| err.at_root(&self.root)),
+        }
+    }
 }
 
 /// How many times an entry makes again a root deleted between its create and the
@@ -381,42 +595,25 @@ impl Drop for Creating {
     }
 }
 
-impl Place {
-    /// Where a listing puts a contender under `root`, in a root that has more children than
-    /// `crowded`, if any, the most it may have.
-    pub(super) fn of(root: &str, ahead: &Ahead<'_>, crowded: Option<u32>) -> Place {
-        match (ahead.blocker, crowded) {
-            (None, Some(max)) => Place::Crowded(max),
-            (None, None) => Place::First,
-            (Some(name), _) => Place::Behind {
-                blocker: path::join(root, name).into_boxed_str(),
-                blocker_first: ahead.blocker_first,
-            },
-        }
-    }
-}
-
-/// The child named with `uuid` (Curator's protected naming: `_c_<uuid>-…`).
-pub(super) fn find_own<'a>(children: &'a [String], uuid: &Uuid) -> Option<&'a str> {
-    let uuid = uuid.to_string();
-    children.iter().map(String::as_str).find(|name| {
-        name.strip_prefix("_c_")
-            .is_some_and(|rest| rest.starts_with(&uuid))
+/// The default id: `<host name>/<process id>`.
+fn default_id() -> Arc<[u8]> {
+    static ID: OnceLock<Arc<[u8]>> = OnceLock::new();
+    ID.get_or_init(|| {
+        format!("{}/{}", host_name(), std::process::id())
+            .into_bytes()
+            .into()
     })
+    .clone()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_own_node_by_uuid() {
-        let ours = Uuid::new_v4();
-        let list = vec![
-            "_c_aaa-lock-0000000001".to_owned(),
-            format!("_c_{ours}-lock-0000000002"),
-        ];
-        assert_eq!(find_own(&list, &ours), Some(list[1].as_str()));
-        assert_eq!(find_own(&list, &Uuid::new_v4()), None);
+/// This host's name (`localhost` if it has none that can be read).
+fn host_name() -> String {
+    let mut name = [0u8; 256];
+    // SAFETY: gethostname(2) writes at most `name.len()` bytes into the buffer it is given.
+    let read = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) };
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    match (read, std::str::from_utf8(&name[..end])) {
+        (0, Ok(host)) if !host.is_empty() => host.to_owned(),
+        _ => "localhost".to_owned(),
     }
 }

@@ -13,15 +13,10 @@ use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError, SessionState};
 
-use super::entering::find_own;
-use super::Contender;
+use super::order::find_own;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
 use crate::session::{gone_after, reconnected, Session};
-
-/// How long a waiter that gives up may spend deleting its node before leaving that to the
-/// background.
-const GIVE_UP_GRACE: Duration = Duration::from_secs(1);
 
 /// How a node left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,49 +33,6 @@ pub(crate) enum Left {
 /// The pause after a removal whose outcome was unknown; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
-
-impl Contender {
-    /// Deletes the node, whatever was written into it, and waits until it is gone: deleted
-    /// now, or once the connection is back, or gone with its session. Never fails for a
-    /// connection that is down: the delete is sent again, with back-off, until the node is
-    /// gone or its session is over.
-    ///
-    /// # Notable errors
-    /// * [`Error::NoAuth`] if the servers refuse the delete: the node may still be there
-    ///   (it goes with the session).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the removal goes on in the background.
-    pub(crate) async fn leave(mut self) -> Result<Left> {
-        self.armed = false;
-        let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
-        spawn_removal(&self.session, self.client.clone(), removal).await
-    }
-
-    /// Leaves the queue after waiting in vain: waits at most a second for the node to be
-    /// gone; the removal goes on in the background after that.
-    ///
-    /// # Cancel safety
-    /// Cancel safe, as [`leave`](Self::leave).
-    pub(crate) async fn give_up(self) {
-        match tokio::time::timeout(GIVE_UP_GRACE, self.leave()).await {
-            Ok(Ok(left)) => debug!(?left, "left the queue"),
-            Ok(Err(err)) => {
-                warn!(%err, "could not leave the queue; the node goes with the session")
-            }
-            Err(_) => debug!("leaving the queue is slow; in the background"),
-        }
-    }
-}
-
-impl Drop for Contender {
-    fn drop(&mut self) {
-        if self.armed {
-            let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
-            drop(spawn_removal(&self.session, self.client.clone(), removal));
-        }
-    }
-}
 
 /// Deletes `node`, whatever its version; with `signal`, in one transaction after creating
 /// and deleting its left-first signal, so that its successor hears it

@@ -91,6 +91,7 @@
 //! trusted: session expiry, suspension, deletion of its node ([`holding`]). Guards and
 //! leaderships share that one implementation.
 
+mod contender;
 mod entering;
 mod handoff;
 mod holding;
@@ -98,44 +99,27 @@ mod leaving;
 #[cfg(test)]
 mod model;
 mod order;
-mod waiting;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use tracing::{info, warn, Instrument, Span};
 use zookeeper_client::Client;
 
-use crate::acl::NodeAcl;
-use crate::error::{Error, Result};
-use crate::path;
-use crate::session::{disconnected, retry, Session};
+use crate::error::Result;
+use crate::session::disconnected;
 
+pub(crate) use contender::{Contender, Turn};
+pub(crate) use entering::Queue;
 use holding::NODE_WATCH_DELAY;
 pub(crate) use holding::{Holding, NodeWatch};
 pub(crate) use leaving::{spawn_removal, Left, Removal};
 pub(crate) use order::{is_contender_name, sort_contenders};
-pub(crate) use waiting::Turn;
 
 /// The most data a contender node may carry: ZooKeeper servers drop a connection whose
 /// request exceeds `jute.maxbuffer` (1 MiB by default), so larger data is refused before
 /// anything is sent.
 pub(crate) const MAX_DATA: usize = 960 * 1024;
-
-/// A recipe root, the contender name used under it, who blocks such a contender, and
-/// the ACL of the nodes it creates.
-#[derive(Clone, Debug)]
-pub(crate) struct Queue {
-    root: Arc<str>,
-    name: &'static str,
-    blockers: Blockers,
-    acl: NodeAcl,
-    /// The data of the nodes [`hold`](Self::hold) creates: the contender's id.
-    id: Arc<[u8]>,
-}
 
 /// A contender as an observer lists it: its node's name, data (`None` if the session may
 /// not read the node: its ACL) and fencing token.
@@ -307,294 +291,5 @@ impl Terms for Plain<'_> {
 
     fn start(self, contender: Contender) -> Holding {
         Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY), None)
-    }
-}
-
-impl Queue {
-    /// A queue of `name` contenders (`"lock-"`, `"latch-"`) under `root`, each kept from
-    /// holding by `blockers`, whose nodes get `acl`.
-    ///
-    /// # Notable errors
-    /// * [`Error::InvalidPath`] if `root` is malformed or too long.
-    pub(crate) fn new(
-        root: &str,
-        name: &'static str,
-        blockers: Blockers,
-        acl: NodeAcl,
-    ) -> Result<Queue> {
-        Ok(Queue {
-            root: Arc::from(path::validate_root(root)?),
-            name,
-            blockers,
-            acl,
-            id: crate::contenders::default_id(),
-        })
-    }
-
-    /// The same queue, holding with nodes whose data is `id`.
-    pub(crate) fn with_id(self, id: Arc<[u8]>) -> Queue {
-        Queue { id, ..self }
-    }
-
-    /// The same queue, creating its nodes with `acl`.
-    pub(crate) fn with_acl(self, acl: NodeAcl) -> Queue {
-        Queue { acl, ..self }
-    }
-
-    pub(crate) fn acl(&self) -> NodeAcl {
-        self.acl
-    }
-
-    pub(crate) fn root(&self) -> &str {
-        &self.root
-    }
-
-    /// The contenders under the root, first first, as `(name, data)`; for observers. A node
-    /// the session may not read is listed with no data.
-    ///
-    /// # Notable errors
-    /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
-    ///   (or a new session is being made): it does not wait.
-    /// * [`Error::ConnectionLoss`] if the connection broke while it read.
-    /// * [`Error::NoAuth`] if the root cannot be read.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn contenders(&self, session: &Session) -> Result<Vec<(String, Vec<u8>)>> {
-        let listed = self.listed(session).await?;
-        Ok(listed
-            .into_iter()
-            .map(|l| (l.name, l.data.unwrap_or_default()))
-            .collect())
-    }
-
-    /// The contenders under the root, first first, with their tokens; for observers. A node
-    /// the session may not read (its ACL) is listed without data, its token read from its
-    /// stat (an exists request needs no permission).
-    ///
-    /// # Notable errors
-    /// As [`contenders`](Self::contenders).
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn listed(&self, session: &Session) -> Result<Vec<Listed>> {
-        let client = session.connected()?;
-        let mut names = self.list(&client).await?;
-        sort_contenders(&mut names);
-        // Sent back to back; a contender that left meanwhile is skipped.
-        let reads: Vec<_> = names
-            .iter()
-            .map(|name| client.get_data(&path::join(&self.root, name)))
-            .collect();
-        let mut contenders = Vec::with_capacity(names.len());
-        for (name, read) in names.into_iter().zip(reads) {
-            let node = path::join(&self.root, &name);
-            let (data, stat) = match read.await {
-                Ok((data, stat)) => (Some(data), stat),
-                Err(zookeeper_client::Error::NoAuth) => match client.check_stat(&node).await {
-                    Ok(Some(stat)) => (None, stat),
-                    Ok(None) => continue,
-                    Err(err) => return Err(Error::at(&node, err)),
-                },
-                Err(zookeeper_client::Error::NoNode) => continue,
-                Err(err) => return Err(Error::at(&node, err)),
-            };
-            let token = u64::try_from(stat.czxid).unwrap_or_default();
-            contenders.push(Listed { name, data, token });
-        }
-        Ok(contenders)
-    }
-
-    /// Enters the queue and waits, within `wait`, to hold, under `span` (whose `node` field
-    /// records the node): a holding, watched for its loss (deletion of its node from
-    /// [`NODE_WATCH_DELAY`] on); `None`, with the node deleted, if the deadline passed first
-    /// (with [`Wait::Never`]: if it did not hold at once). A contender whose node is lost
-    /// while it waits (deleted by someone, or gone with its expired session) enters again, at
-    /// the end of the queue.
-    ///
-    /// Not an `async fn`: a waiting acquisition is stored by the task that awaits it, so it
-    /// keeps nothing but what it needs.
-    ///
-    /// # Notable errors
-    /// As [`enter`](Self::enter) and [`Contender::wait_first`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a dropped acquisition deletes its node in the background, even if the
-    /// reply to its create was lost.
-    pub(crate) fn hold<'a>(
-        &'a self,
-        session: &'a Session,
-        wait: Wait,
-        span: Span,
-    ) -> impl Future<Output = Result<Option<Holding>>> + Send + 'a {
-        async move {
-            let mut seat = None;
-            self.hold_in(session, &mut seat, Plain(&self.id), wait)
-                .await
-        }
-        .instrument(span)
-    }
-
-    /// Waits, within `wait`, to hold with the contender in `seat`, or a new one entered
-    /// there with `terms`' data: one entered before (by [`enter`](Self::enter), or one
-    /// that held until its connection was suspended) is first checked to be still there.
-    /// `seat` keeps the contender while it waits, so that a caller that stops waiting can
-    /// leave the queue itself (and wait for its node to go); it is empty once this
-    /// returns. A contender whose node is lost while it waits enters again, at the end of
-    /// the queue, unless its session expired and `terms` says not to.
-    ///
-    /// # Notable errors
-    /// As [`hold`](Self::hold), and [`Error::SessionExpired`] if the session expired and
-    /// `terms` does not enter again.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: `seat` keeps what was reached.
-    pub(crate) async fn hold_in(
-        &self,
-        session: &Session,
-        seat: &mut Option<Contender>,
-        terms: impl Terms,
-        wait: Wait,
-    ) -> Result<Option<Holding>> {
-        let started = Instant::now();
-        loop {
-            let fresh = seat.is_none();
-            if fresh {
-                // Boxed: a waiting acquisition need not keep room for entering.
-                let entering = Box::pin(self.enter(session, terms.data(), wait));
-                let Some(entered) = entering.await? else {
-                    return Ok(None);
-                };
-                Span::current().record("node", entered.node());
-                *seat = Some(entered);
-            }
-            let Some(contender) = seat.as_mut() else {
-                continue;
-            };
-            let turn = match (wait, fresh, contender.is_first()) {
-                // Boxed: only a contender entered before takes this way.
-                (_, false, true) => Box::pin(contender.still_first()).await?,
-                (Wait::Never, _, false) => Turn::Late,
-                _ => contender.wait_first(wait).await?,
-            };
-            match (turn, seat.take()) {
-                (Turn::First, Some(contender)) => {
-                    let holding = terms.start(contender);
-                    info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
-                    return Ok(Some(holding));
-                }
-                (Turn::Late, contender) => {
-                    info!("not acquired in time");
-                    if let Some(contender) = contender {
-                        // Boxed: leaving takes no room in a waiting acquisition.
-                        Box::pin(contender.give_up()).await;
-                    }
-                    return Ok(None);
-                }
-                (Turn::Expired, _) if !terms.rejoin() => return Err(Error::SessionExpired),
-                (turn, _) => warn!(?turn, "out of the queue; entering again"),
-            }
-        }
-    }
-
-    /// The children of the root (none if it does not exist).
-    async fn list(&self, client: &Client) -> Result<Vec<String>> {
-        match retry(client, || client.list_children(&self.root)).await {
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(Vec::new()),
-            other => other.map_err(|err| err.at_root(&self.root)),
-        }
-    }
-}
-
-impl Error {
-    /// Names the recipe root in errors about it.
-    fn at_root(self, root: &str) -> Error {
-        match self {
-            Error::ZooKeeper(err) => Error::at(root, err),
-            other => other,
-        }
-    }
-}
-
-/// Our node in a queue. Dropping it deletes the node in the background.
-#[derive(Debug)]
-pub(crate) struct Contender {
-    session: Session,
-    /// The client of the session the node belongs to. Weak: only [`Session`] keeps a
-    /// client alive, so that closing it ends the ZooKeeper session.
-    client: Weak<Client>,
-    /// Full path of the node; the root is its parent. Boxed: a waiting acquisition keeps
-    /// the contender, and is the smaller for it.
-    node: Box<str>,
-    czxid: i64,
-    place: Place,
-    /// Who keeps it from holding, and who signals.
-    blockers: Blockers,
-    /// Whether dropping it deletes the node.
-    armed: bool,
-    /// While it waits: what it watches so that a hand-off needs no request.
-    handoff: Option<Box<handoff::HandOff>>,
-    /// Latched once a request to let go was seen in the node. A request belongs to the
-    /// node: every holding, fence, guard and leadership made for it shares this one latch
-    /// (a leader's later terms on the node too), so none misses a request that another
-    /// handle saw before the holder's own write (a proclamation) replaced the marker.
-    asked: Arc<AtomicBool>,
-}
-
-/// Where a contender stands, as far as it knows.
-#[derive(Debug)]
-enum Place {
-    /// No one ahead blocks it.
-    First,
-    /// The root has more children than this, the most it may have (see
-    /// [`Blockers::Crowd`]).
-    Crowded(u32),
-    /// Behind `blocker` (a full path), which was first when last looked if `blocker_first`.
-    Behind {
-        blocker: Box<str>,
-        blocker_first: bool,
-    },
-}
-
-impl Contender {
-    /// Full path of the node.
-    pub(crate) fn node(&self) -> &str {
-        &self.node
-    }
-
-    /// The zxid that created the node: a fencing token, greater for every later node.
-    pub(crate) fn token(&self) -> u64 {
-        u64::try_from(self.czxid).unwrap_or_default()
-    }
-
-    /// Whether nothing is known to keep it from holding (for [`Blockers::Every`]: whether it
-    /// is first).
-    pub(crate) fn is_first(&self) -> bool {
-        matches!(self.place, Place::First)
-    }
-
-    /// Whether leaving now must signal the successor: an exclusive contender that is first,
-    /// whether it entered first or not (see [`HandOff::taken`](handoff::HandOff::taken)).
-    fn signals(&self) -> bool {
-        self.blockers.exclusive() && self.is_first()
-    }
-
-    /// The recipe root (the node's parent) and the node's own name.
-    fn root_and_name(&self) -> (&str, &str) {
-        self.node.rsplit_once('/').unwrap_or_default()
-    }
-
-    /// The client the node belongs to.
-    ///
-    /// # Notable errors
-    /// * [`Error::Closed`] if the session was closed, [`Error::SessionExpired`] if the
-    ///   node's session ended and was replaced.
-    fn client(&self) -> Result<Arc<Client>> {
-        self.client.upgrade().ok_or_else(|| self.session.ended())
-    }
-
-    /// Forgets the node without deleting it: it went with its session, or was deleted.
-    pub(crate) fn disown(mut self) {
-        self.armed = false;
     }
 }

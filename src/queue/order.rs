@@ -1,4 +1,5 @@
-//! Queue order: sequence numbers, their order across the 32-bit wrap, and who is ahead.
+//! Queue names and order: whose a node is, sequence numbers, their order across the 32-bit
+//! wrap, and who is ahead.
 
 use std::cmp::Ordering;
 
@@ -119,9 +120,29 @@ impl<'a> Ahead<'a> {
     }
 }
 
+/// The child named with `uuid` (Curator's protected naming: `_c_<uuid>-…`).
+pub(super) fn find_own<'a>(children: &'a [String], uuid: &Uuid) -> Option<&'a str> {
+    let uuid = uuid.to_string();
+    children.iter().map(String::as_str).find(|name| {
+        name.strip_prefix("_c_")
+            .is_some_and(|rest| rest.starts_with(&uuid))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_own_node_by_uuid() {
+        let ours = Uuid::new_v4();
+        let list = vec![
+            "_c_aaa-lock-0000000001".to_owned(),
+            format!("_c_{ours}-lock-0000000002"),
+        ];
+        assert_eq!(find_own(&list, &ours), Some(list[1].as_str()));
+        assert_eq!(find_own(&list, &Uuid::new_v4()), None);
+    }
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()

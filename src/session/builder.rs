@@ -12,6 +12,7 @@ use zookeeper_client::Client;
 
 use super::credentials::{Credentials, Login, Secret};
 use super::dialer::Dialer;
+use super::hosts::invalid_hosts;
 use super::nodelay::Servers;
 use super::probe::Transport;
 #[cfg(feature = "tls")]
@@ -333,11 +334,4 @@ fn check_timeout(which: &str, timeout: Duration) -> Result<()> {
         "{which} timeout {timeout:?} out of range: it must lie between {MIN_TIMEOUT:?} and \
          {MAX_TIMEOUT:?} (i32::MAX ms)"
     )))
-}
-
-pub(super) fn invalid_hosts(hosts: &str, reason: &str) -> Error {
-    Error::InvalidConnectString {
-        hosts: hosts.to_owned(),
-        reason: reason.to_owned(),
-    }
 }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, debug_span, Instrument};
 use zookeeper_client::{Client, Connector};
 
-use super::builder::invalid_hosts;
+use super::hosts::invalid_hosts;
 use super::hosts::{self, Host};
 use super::probe::{self, Finding, Transport};
 use crate::error::{outcome_unknown, Error, Result};

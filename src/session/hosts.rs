@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::error::Error;
+
 /// A host of the connect string, and whether it is reached over TLS.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Host {
@@ -85,6 +87,14 @@ fn split_port(address: &str) -> Result<(&str, u16), &'static str> {
             Ok(port @ 1..) => Ok((host, port)),
             _ => Err("the port must be a number from 1 to 65535"),
         },
+    }
+}
+
+/// The error for a connect string `hosts` that cannot be read, saying why.
+pub(super) fn invalid_hosts(hosts: &str, reason: &str) -> Error {
+    Error::InvalidConnectString {
+        hosts: hosts.to_owned(),
+        reason: reason.to_owned(),
     }
 }
 

@@ -1,19 +1,26 @@
+//! Our node in a queue ([`Contender`]): what it is, waiting to be first, and leaving (the
+//! removal itself is [`leaving`](super::leaving)'s).
+//!
 //! Waiting to be first: watch the blocker and hear what the servers say (see
 //! [`handoff`](super::handoff)); when the blocker is gone, hold on what was heard, or else
 //! confirm our own node (behind a blocker that was first) or list the root (behind one of
 //! unknown place). Waiting for a crowded root to thin out: list it with a child watch until
 //! few enough are left.
 
-use std::time::Instant;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
-use zookeeper_client::EventType;
+use zookeeper_client::{Client, EventType};
 
-use super::handoff::{armed, Armed, HandOff, Heard};
+use super::handoff::{self, armed, Armed, HandOff, Heard};
+use super::leaving::{spawn_removal, Left, Removal};
 use super::order::{sequence, Ahead};
-use super::{Contender, Place, Wait};
+use super::{Blockers, Wait};
 use crate::error::{Error, Result};
-use crate::session::{reconnected, retry, terminal};
+use crate::path;
+use crate::session::{reconnected, retry, terminal, Session};
 
 /// How a wait to be first ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +48,124 @@ enum Gone {
     Left,
 }
 
+/// How long a waiter that gives up may spend deleting its node before leaving that to the
+/// background.
+const GIVE_UP_GRACE: Duration = Duration::from_secs(1);
+
+/// Our node in a queue. Dropping it deletes the node in the background.
+#[derive(Debug)]
+pub(crate) struct Contender {
+    pub(super) session: Session,
+    /// The client of the session the node belongs to. Weak: only [`Session`] keeps a
+    /// client alive, so that closing it ends the ZooKeeper session.
+    pub(super) client: Weak<Client>,
+    /// Full path of the node; the root is its parent. Boxed: a waiting acquisition keeps
+    /// the contender, and is the smaller for it.
+    pub(super) node: Box<str>,
+    pub(super) czxid: i64,
+    pub(super) place: Place,
+    /// Who keeps it from holding, and who signals.
+    pub(super) blockers: Blockers,
+    /// Whether dropping it deletes the node.
+    pub(super) armed: bool,
+    /// While it waits: what it watches so that a hand-off needs no request.
+    pub(super) handoff: Option<Box<handoff::HandOff>>,
+    /// Latched once a request to let go was seen in the node. A request belongs to the
+    /// node: every holding, fence, guard and leadership made for it shares this one latch
+    /// (a leader's later terms on the node too), so none misses a request that another
+    /// handle saw before the holder's own write (a proclamation) replaced the marker.
+    pub(super) asked: Arc<AtomicBool>,
+}
+
+/// Where a contender stands, as far as it knows.
+#[derive(Debug)]
+pub(super) enum Place {
+    /// No one ahead blocks it.
+    First,
+    /// The root has more children than this, the most it may have (see
+    /// [`Blockers::Crowd`]).
+    Crowded(u32),
+    /// Behind `blocker` (a full path), which was first when last looked if `blocker_first`.
+    Behind {
+        blocker: Box<str>,
+        blocker_first: bool,
+    },
+}
+
 impl Contender {
+    /// Full path of the node.
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The zxid that created the node: a fencing token, greater for every later node.
+    pub(crate) fn token(&self) -> u64 {
+        u64::try_from(self.czxid).unwrap_or_default()
+    }
+
+    /// Whether nothing is known to keep it from holding (for [`Blockers::Every`]: whether it
+    /// is first).
+    pub(crate) fn is_first(&self) -> bool {
+        matches!(self.place, Place::First)
+    }
+
+    /// Whether leaving now must signal the successor: an exclusive contender that is first,
+    /// whether it entered first or not (see [`HandOff::taken`](handoff::HandOff::taken)).
+    fn signals(&self) -> bool {
+        self.blockers.exclusive() && self.is_first()
+    }
+
+    /// The recipe root (the node's parent) and the node's own name.
+    fn root_and_name(&self) -> (&str, &str) {
+        self.node.rsplit_once('/').unwrap_or_default()
+    }
+
+    /// The client the node belongs to.
+    ///
+    /// # Notable errors
+    /// * [`Error::Closed`] if the session was closed, [`Error::SessionExpired`] if the
+    ///   node's session ended and was replaced.
+    fn client(&self) -> Result<Arc<Client>> {
+        self.client.upgrade().ok_or_else(|| self.session.ended())
+    }
+
+    /// Forgets the node without deleting it: it went with its session, or was deleted.
+    pub(crate) fn disown(mut self) {
+        self.armed = false;
+    }
+
+    /// Deletes the node, whatever was written into it, and waits until it is gone: deleted
+    /// now, or once the connection is back, or gone with its session. Never fails for a
+    /// connection that is down: the delete is sent again, with back-off, until the node is
+    /// gone or its session is over.
+    ///
+    /// # Notable errors
+    /// * [`Error::NoAuth`] if the servers refuse the delete: the node may still be there
+    ///   (it goes with the session).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the removal goes on in the background.
+    pub(crate) async fn leave(mut self) -> Result<Left> {
+        self.armed = false;
+        let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
+        spawn_removal(&self.session, self.client.clone(), removal).await
+    }
+
+    /// Leaves the queue after waiting in vain: waits at most a second for the node to be
+    /// gone; the removal goes on in the background after that.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`leave`](Self::leave).
+    pub(crate) async fn give_up(self) {
+        match tokio::time::timeout(GIVE_UP_GRACE, self.leave()).await {
+            Ok(Ok(left)) => debug!(?left, "left the queue"),
+            Ok(Err(err)) => {
+                warn!(%err, "could not leave the queue; the node goes with the session")
+            }
+            Err(_) => debug!("leaving the queue is slow; in the background"),
+        }
+    }
+
     /// Waits until this contender is first, `wait`'s deadline passes, or its node is gone.
     ///
     /// # Notable errors
@@ -307,5 +431,29 @@ impl Contender {
             self.place = Place::First;
         }
         Ok(holds)
+    }
+}
+
+impl Drop for Contender {
+    fn drop(&mut self) {
+        if self.armed {
+            let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
+            drop(spawn_removal(&self.session, self.client.clone(), removal));
+        }
+    }
+}
+
+impl Place {
+    /// Where a listing puts a contender under `root`, in a root that has more children than
+    /// `crowded`, if any, the most it may have.
+    pub(super) fn of(root: &str, ahead: &Ahead<'_>, crowded: Option<u32>) -> Place {
+        match (ahead.blocker, crowded) {
+            (None, Some(max)) => Place::Crowded(max),
+            (None, None) => Place::First,
+            (Some(name), _) => Place::Behind {
+                blocker: path::join(root, name).into_boxed_str(),
+                blocker_first: ahead.blocker_first,
+            },
+        }
     }
 }
