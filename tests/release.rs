@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use zk_harness::{
-    await_count, await_empty, await_watch, bounded, children, join_election, live_client, observer,
-    session, session_id, tolerant_session, unique_root, Ensemble, Proxy, PATIENCE,
+    await_count, await_empty, await_watch, bounded, children, digest_observer, join_election,
+    live_client, observer, session, session_id, tolerant_session, unique_root, Ensemble, Proxy,
+    PATIENCE,
 };
 use zk_recipes::{Error, Mutex, MutexGuard, Role, Session, SessionEvent};
 
@@ -289,11 +290,7 @@ async fn release_cversion_step(
     let holder = Mutex::new(&h, root).unwrap().lock().await.unwrap();
     let mutex = Mutex::new(&w, root).unwrap();
     let waiter = tokio::spawn(async move { mutex.lock().await.unwrap() });
-    let operator = zookeeper_client::Client::connector()
-        .with_auth("digest", b"svc:pw")
-        .connect(hosts)
-        .await
-        .unwrap();
+    let operator = digest_observer(hosts, "svc", "pw").await;
     await_count(&operator, root, 2).await;
     holder.release().await.unwrap();
     let guard = bounded("W holds", PATIENCE, waiter).await.unwrap();

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use zk_harness::history::{critical_section, History};
 use zk_harness::pki::Pki;
 use zk_harness::{
-    await_empty, await_events, bounded, children, expire_session, live_client, plain_client,
-    record_events, unique_root, Ensemble, PATIENCE, WORK,
+    await_empty, await_events, bounded, children, digest_observer, expire_session, live_client,
+    plain_client, record_events, unique_root, Ensemble, PATIENCE, WORK,
 };
 use zk_recipes::{
     Error, LeaderElection, Loss, Mutex, NodeAcl, Session, SessionBuilder, SessionEvent,
@@ -63,16 +63,6 @@ async fn connect(builder: SessionBuilder, hosts: &str) -> Session {
         .unwrap_or_else(|err| panic!("connect to {hosts}: {err}"))
 }
 
-/// A plain client authenticated by digest (an operator of the service, or someone else).
-async fn digest_client(hosts: &str, user: &str, password: &str) -> Client {
-    Client::connector()
-        .with_session_timeout(SESSION_TIMEOUT)
-        .with_auth("digest", format!("{user}:{password}").as_bytes())
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|err| panic!("connect a digest client to {hosts}: {err}"))
-}
-
 fn is_no_auth<T: std::fmt::Debug>(result: Result<T, zookeeper_client::Error>) -> bool {
     matches!(result, Err(zookeeper_client::Error::NoAuth))
 }
@@ -102,9 +92,9 @@ async fn creator_only_nodes_refuse_everyone_else() {
     let owner = connect(authed().node_acl(NodeAcl::CreatorOnly), &hosts).await;
     let root = unique_root("creator-only");
     let guard = Mutex::new(&owner, &root).unwrap().lock().await.unwrap();
-    let admin = digest_client(&hosts, USER, PASSWORD).await;
+    let admin = digest_observer(&hosts, USER, PASSWORD).await;
     let anonymous = plain_client(&hosts, SESSION_TIMEOUT).await;
-    let other = digest_client(&hosts, OTHER_USER, OTHER_PASSWORD).await;
+    let other = digest_observer(&hosts, OTHER_USER, OTHER_PASSWORD).await;
     let intruder = format!("{root}/intruder");
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     for (who, client) in [("anonymous", &anonymous), ("other user", &other)] {
@@ -173,7 +163,7 @@ async fn sessions_of_one_identity_share_a_creator_only_lock() {
         sections.iter().all(|s| s.trusted),
         "a lock was lost without a fault"
     );
-    await_empty(&digest_client(&hosts, USER, PASSWORD).await, &root).await;
+    await_empty(&digest_observer(&hosts, USER, PASSWORD).await, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -214,7 +204,7 @@ async fn a_new_session_after_expiry_authenticates_again() {
         "{users:?}"
     );
     again.release().await.unwrap();
-    await_empty(&digest_client(&hosts, USER, PASSWORD).await, &root).await;
+    await_empty(&digest_observer(&hosts, USER, PASSWORD).await, &root).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -339,7 +329,7 @@ async fn a_wrong_password_fails_at_connect_with_sasl_and_on_first_use_with_diges
     let owner = connect(authed().node_acl(NodeAcl::CreatorOnly), &hosts).await;
     let root = unique_root("digest-password");
     let guard = Mutex::new(&owner, &root).unwrap().lock().await.unwrap();
-    let admin = digest_client(&hosts, USER, PASSWORD).await;
+    let admin = digest_observer(&hosts, USER, PASSWORD).await;
     let impostor = connect(
         Session::builder().digest_auth(USER, "wrong password"),
         &hosts,

@@ -11,9 +11,9 @@ use serde_json::Value;
 use support::{exit_within, first_line, signal, start, Test};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, BufReader, Lines};
 use tokio::process::ChildStdout;
-use zk_harness::{await_count, await_empty, bounded, observer, PATIENCE};
+use zk_harness::{await_count, await_empty, bounded, digest_observer, observer, PATIENCE};
 use zk_recipes::{LeaderElection, RwLock, Session};
-use zookeeper_client::{Acls, Client, CreateMode};
+use zookeeper_client::{Acls, CreateMode};
 
 /// The default id of a contender made by process `pid`: `<host name>/<pid>`.
 fn id_of(pid: u32) -> String {
@@ -238,11 +238,7 @@ async fn text_output_escapes_an_id_that_would_forge_a_line() {
 #[tokio::test]
 async fn status_on_a_path_the_acl_hides_says_what_to_check() {
     let test = Test::new("hidden").await;
-    let owner = Client::connector()
-        .with_auth("digest", b"owner:secret")
-        .connect(&test.hosts)
-        .await
-        .expect("connect as the owner");
+    let owner = digest_observer(&test.hosts, "owner", "secret").await;
     let creator_only = CreateMode::Persistent.with_acls(Acls::creator_all());
     owner
         .create(&test.root, b"", &creator_only)

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use support::{lines, zk_recipes, Test};
 use zk_harness::pki::Pki;
-use zk_harness::{bounded, children, Ensemble, PATIENCE};
-use zookeeper_client::Client;
+use zk_harness::{bounded, children, digest_observer, Ensemble, PATIENCE};
 
 const USER: &str = "orders-svc";
 const PASSWORD: &str = "correct horse battery staple";
@@ -67,15 +66,6 @@ async fn run(hosts: &str, args: &[OsString]) -> (Option<i32>, String) {
     (output.status.code(), stderr)
 }
 
-/// A plaintext client authenticated as `USER` by digest.
-async fn owner(hosts: &str) -> Client {
-    Client::connector()
-        .with_auth("digest", format!("{USER}:{PASSWORD}").as_bytes())
-        .connect(hosts)
-        .await
-        .expect("connect as the owner")
-}
-
 #[tokio::test]
 async fn lock_over_tls_with_digest_auth_makes_creator_only_nodes() {
     let ensemble = secured().await;
@@ -110,7 +100,7 @@ async fn lock_over_tls_with_digest_auth_makes_creator_only_nodes() {
         lines(&seen)[0].parse::<u64>().is_ok(),
         "CMD ran with a token"
     );
-    let owner = owner(&ensemble.connect_string()).await;
+    let owner = digest_observer(&ensemble.connect_string(), USER, PASSWORD).await;
     let (acls, _) = owner.get_acl(&test.root).await.expect("the root's ACL");
     let ids: Vec<(&str, &str)> = acls.iter().map(|acl| (acl.scheme(), acl.id())).collect();
     // The creator's identities: the digest user, and the certificate's subject.

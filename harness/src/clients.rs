@@ -56,6 +56,17 @@ pub async fn observer(hosts: &str) -> Client {
     plain_client(hosts, OBSERVER_TIMEOUT).await
 }
 
+/// Like [`observer`], authenticated by digest as `user` (an operator of a service whose
+/// nodes are `CreatorOnly`, or someone else).
+pub async fn digest_observer(hosts: &str, user: &str, password: &str) -> Client {
+    Client::connector()
+        .with_session_timeout(OBSERVER_TIMEOUT)
+        .with_auth("digest", format!("{user}:{password}").as_bytes())
+        .connect(hosts)
+        .await
+        .unwrap_or_else(|err| panic!("connect a digest client to {hosts}: {err}"))
+}
+
 /// The client of `session`'s live ZooKeeper session; fails the test if it has none (while
 /// a new session is being made, or once closed).
 pub fn live_client(session: &Session) -> Client {

@@ -61,8 +61,8 @@ mod znodes;
 pub use candidates::{await_one_leader, join_election, leaders, participant_ids, Seat};
 pub use child::{child_test, signal};
 pub use clients::{
-    digest_session, live_client, observer, plain_client, session, session_id, tolerant_session,
-    OBSERVER_TIMEOUT,
+    digest_observer, digest_session, live_client, observer, plain_client, session, session_id,
+    tolerant_session, OBSERVER_TIMEOUT,
 };
 pub use config::ServerConfig;
 pub use ensemble::{expire_session, four_letter_at, unique_root, Ensemble};
