@@ -369,9 +369,12 @@ async fn a_holder_by_hand_off_leaves_no_watch_to_remove() {
         let mutex = Mutex::new(&waiter, &root).unwrap();
         let next = tokio::spawn(async move { mutex.lock().await });
         await_count(&admin, &root, 2).await;
-        ensemble
-            .await_watcher(held.node(), &session_id(&waiter))
-            .await;
+        // All three watches of the waiter are set before the release (its blocker's node,
+        // its own, then the signal, in one round trip): a release that the servers order
+        // between them is a hand-off heard without its signal, which rightly takes the
+        // one-request way and removes the signal's watch that can no longer fire.
+        let signal = format!("{}.left-first", held.node());
+        ensemble.await_watcher(&signal, &session_id(&waiter)).await;
         held.release().await.unwrap();
         let guard = bounded("the hand-off", PATIENCE, next)
             .await
