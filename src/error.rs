@@ -8,14 +8,22 @@
 //! try again later ([`Error::Unreachable`], [`Error::Disconnected`], [`Error::Renewing`]:
 //! nothing was sent; [`Error::ConnectionLoss`], [`Error::SessionExpired`]: what was sent
 //! may have taken effect, and was cleaned up), or stop ([`Error::Closed`],
-//! [`Error::Lost`]). Each variant has one meaning; none is used inside the crate to steer
-//! its own retries.
+//! [`Error::Lost`]). Each variant has one meaning, the one its docs give.
+//!
+//! Inside the crate a few variants also steer the next step, and mean the same there:
+//! [`Error::SessionExpired`] while entering a queue or waiting in it means that the node
+//! went with the session, so the contender enters again on the new session (unless told
+//! not to: then it is returned); [`Error::ZooKeeper`] with `NoNode` from a read means that
+//! the node read is gone. What reaches the caller is never a step the crate could still
+//! take itself.
 
 /// Errors returned by zk-recipes.
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The znode path is malformed; nothing was sent to ZooKeeper.
+    /// The znode path cannot be used: it is malformed (nothing was sent to ZooKeeper), or
+    /// it lies under a chroot that does not exist (found when a recipe first made its
+    /// path: what was sent created nothing).
     #[error("invalid znode path {path:?}: {reason}")]
     InvalidPath {
         /// The path as given.

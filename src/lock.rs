@@ -7,16 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tracing::info_span;
 
 use crate::acl::NodeAcl;
 use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::fenced::{Fenced, Fences};
-use crate::guard::{boxed, Hold};
-use crate::queue::{Blockers, Holding, Queue, Wait};
+use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal};
+use crate::loss::Loss;
+use crate::queue::{Blockers, Queue, Wait};
 use crate::session::Session;
-use crate::trust::Loss;
 
 /// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and
 /// swap [`Mutex`] for another lock (the write side of an [`RwLock`](crate::RwLock)) or an
@@ -188,15 +186,9 @@ impl Mutex {
 
     /// Waits, within `wait`, to hold the lock.
     pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard>> {
-        let span = info_span!(
-            "zk.lock.acquire",
-            path = %self.path(),
-            acl = ?self.queue.acl(),
-            node = tracing::field::Empty
-        );
-        let holding = self.queue.hold(&self.session, wait, span).await?;
-        Ok(holding.map(|holding| MutexGuard {
-            holding: Shared(Arc::new(holding)),
+        let ticket = self.queue.acquire(&self.session, &mut None, wait).await?;
+        Ok(ticket.map(|ticket| MutexGuard {
+            holding: Shared(Arc::new(Holding::of_lock(ticket))),
         }))
     }
 
@@ -261,12 +253,12 @@ impl MutexGuard {
     /// created later, so a resource that remembers the largest token it has accepted can refuse a
     /// stale holder.
     pub fn fencing_token(&self) -> u64 {
-        self.holding.token()
+        self.holding.core().token()
     }
 
     /// Full path of the lock's znode.
     pub fn node(&self) -> &str {
-        self.holding.node()
+        self.holding.core().node()
     }
 
     /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)). Deletion of the node
@@ -276,7 +268,7 @@ impl MutexGuard {
     /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
     /// after the process wakes from a pause.
     pub fn is_lost(&self) -> bool {
-        self.holding.trust().is_lost()
+        self.holding.core().is_lost()
     }
 
     /// Resolves once the lock can no longer be trusted: the session expired or was closed, the
@@ -287,7 +279,13 @@ impl MutexGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(&self) -> Loss {
-        self.holding.trust().lost().await
+        self.holding.core().lost().await
+    }
+
+    /// The loss of this hold as an owned, cloneable value: hand it to a task that watches
+    /// the hold while another works under it; see [`LossSignal`](crate::LossSignal).
+    pub fn loss_signal(&self) -> LossSignal {
+        self.holding.core().loss_signal()
     }
 
     /// Releases the lock and returns once its node is gone: deleted, or gone with its session.
@@ -313,7 +311,7 @@ impl MutexGuard {
 
     /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
     pub fn fenced(&self) -> Fenced {
-        self.holding.fence().fenced()
+        self.holding.core().fenced()
     }
 
     /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
@@ -330,7 +328,7 @@ impl MutexGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn revocation_requested(&self) -> Result<()> {
-        self.holding.fence().revocation_requested().await
+        self.holding.core().revocation_requested().await
     }
 
     /// Another guard on the lock this one holds (re-entrancy): the lock is released when the
@@ -359,6 +357,10 @@ impl Hold for MutexGuard {
 
     async fn lost(&self) -> Loss {
         MutexGuard::lost(self).await
+    }
+
+    fn loss_signal(&self) -> LossSignal {
+        MutexGuard::loss_signal(self)
     }
 
     async fn release(self: Box<Self>) -> Result<()> {
@@ -392,9 +394,7 @@ impl Shared {
     async fn release(self) -> Result<()> {
         match Arc::try_unwrap(self.0) {
             Ok(holding) => holding.release().await,
-            Err(shared) if shared.trust().is_lost() => Err(Error::Lost {
-                node: shared.node().to_owned(),
-            }),
+            Err(shared) if shared.core().is_lost() => Err(shared.core().lost_error()),
             Err(_) => Ok(()),
         }
     }

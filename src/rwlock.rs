@@ -6,17 +6,15 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tracing::{field, info_span};
 
 use crate::acl::NodeAcl;
 use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::fenced::{Fenced, Fences};
-use crate::guard::{boxed, Hold};
+use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal};
 use crate::lock::DistributedLock;
-use crate::queue::{Blockers, Holding, Queue, Wait};
+use crate::loss::Loss;
+use crate::queue::{Blockers, Queue, Wait};
 use crate::session::Session;
-use crate::trust::Loss;
 
 /// What names a reader of ours (and Curator's): `_c_<uuid>-__READ__<seq>`.
 const READER: &str = "__READ__";
@@ -208,35 +206,27 @@ impl RwLock {
         self.acquire_write(Wait::at_most(timeout)).await
     }
 
-    /// Waits, within `wait`, to hold the lock on `side` of it (`queue`), as `guard`.
+    /// Waits, within `wait`, to hold the lock on the side of `queue`, as `guard`.
     async fn acquire<G>(
         &self,
         queue: &Queue,
-        side: &'static str,
         wait: Wait,
         guard: fn(Holding) -> G,
     ) -> Result<Option<G>> {
-        let span = info_span!(
-            "zk.rwlock.acquire",
-            path = %self.path(),
-            side,
-            acl = ?queue.acl(),
-            node = field::Empty
-        );
-        let holding = queue.hold(&self.session, wait, span).await?;
-        Ok(holding.map(guard))
+        let ticket = queue.acquire(&self.session, &mut None, wait).await?;
+        Ok(ticket.map(|ticket| guard(Holding::of_lock(ticket))))
     }
 
     /// Waits, within `wait`, to hold the lock for reading.
     async fn acquire_read(&self, wait: Wait) -> Result<Option<RwLockReadGuard>> {
         let guard = |holding| RwLockReadGuard { holding };
-        self.acquire(&self.readers, "read", wait, guard).await
+        self.acquire(&self.readers, wait, guard).await
     }
 
     /// Waits, within `wait`, to hold the lock for writing.
     async fn acquire_write(&self, wait: Wait) -> Result<Option<RwLockWriteGuard>> {
         let guard = |holding| RwLockWriteGuard { holding };
-        self.acquire(&self.writers, "write", wait, guard).await
+        self.acquire(&self.writers, wait, guard).await
     }
 
     /// Every contender for this lock, in queue order: readers hold while no writer is
@@ -298,12 +288,12 @@ impl RwLockReadGuard {
     /// created later, so a resource that remembers the largest token it has accepted can refuse a
     /// stale holder.
     pub fn fencing_token(&self) -> u64 {
-        self.holding.token()
+        self.holding.core().token()
     }
 
     /// Full path of the lock's znode.
     pub fn node(&self) -> &str {
-        self.holding.node()
+        self.holding.core().node()
     }
 
     /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)). Deletion of the node
@@ -313,7 +303,7 @@ impl RwLockReadGuard {
     /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
     /// after the process wakes from a pause.
     pub fn is_lost(&self) -> bool {
-        self.holding.trust().is_lost()
+        self.holding.core().is_lost()
     }
 
     /// Resolves once the lock can no longer be trusted: the session expired or was closed, the
@@ -324,7 +314,13 @@ impl RwLockReadGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(&self) -> Loss {
-        self.holding.trust().lost().await
+        self.holding.core().lost().await
+    }
+
+    /// The loss of this hold as an owned, cloneable value: hand it to a task that watches
+    /// the hold while another works under it; see [`LossSignal`](crate::LossSignal).
+    pub fn loss_signal(&self) -> LossSignal {
+        self.holding.core().loss_signal()
     }
 
     /// Releases the lock and returns once its node is gone: deleted, or gone with its session.
@@ -350,7 +346,7 @@ impl RwLockReadGuard {
 
     /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
     pub fn fenced(&self) -> Fenced {
-        self.holding.fence().fenced()
+        self.holding.core().fenced()
     }
 
     /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
@@ -367,7 +363,7 @@ impl RwLockReadGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn revocation_requested(&self) -> Result<()> {
-        self.holding.fence().revocation_requested().await
+        self.holding.core().revocation_requested().await
     }
 }
 
@@ -387,6 +383,10 @@ impl Hold for RwLockReadGuard {
 
     async fn lost(&self) -> Loss {
         RwLockReadGuard::lost(self).await
+    }
+
+    fn loss_signal(&self) -> LossSignal {
+        RwLockReadGuard::loss_signal(self)
     }
 
     async fn release(self: Box<Self>) -> Result<()> {
@@ -416,12 +416,12 @@ impl RwLockWriteGuard {
     /// created later, so a resource that remembers the largest token it has accepted can refuse a
     /// stale holder.
     pub fn fencing_token(&self) -> u64 {
-        self.holding.token()
+        self.holding.core().token()
     }
 
     /// Full path of the lock's znode.
     pub fn node(&self) -> &str {
-        self.holding.node()
+        self.holding.core().node()
     }
 
     /// Whether the lock can no longer be trusted (see [`lost`](Self::lost)). Deletion of the node
@@ -431,7 +431,7 @@ impl RwLockWriteGuard {
     /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
     /// after the process wakes from a pause.
     pub fn is_lost(&self) -> bool {
-        self.holding.trust().is_lost()
+        self.holding.core().is_lost()
     }
 
     /// Resolves once the lock can no longer be trusted: the session expired or was closed, the
@@ -442,7 +442,13 @@ impl RwLockWriteGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(&self) -> Loss {
-        self.holding.trust().lost().await
+        self.holding.core().lost().await
+    }
+
+    /// The loss of this hold as an owned, cloneable value: hand it to a task that watches
+    /// the hold while another works under it; see [`LossSignal`](crate::LossSignal).
+    pub fn loss_signal(&self) -> LossSignal {
+        self.holding.core().loss_signal()
     }
 
     /// Releases the lock and returns once its node is gone: deleted, or gone with its session.
@@ -468,7 +474,7 @@ impl RwLockWriteGuard {
 
     /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
     pub fn fenced(&self) -> Fenced {
-        self.holding.fence().fenced()
+        self.holding.core().fenced()
     }
 
     /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
@@ -485,7 +491,7 @@ impl RwLockWriteGuard {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn revocation_requested(&self) -> Result<()> {
-        self.holding.fence().revocation_requested().await
+        self.holding.core().revocation_requested().await
     }
 }
 
@@ -505,6 +511,10 @@ impl Hold for RwLockWriteGuard {
 
     async fn lost(&self) -> Loss {
         RwLockWriteGuard::lost(self).await
+    }
+
+    fn loss_signal(&self) -> LossSignal {
+        RwLockWriteGuard::loss_signal(self)
     }
 
     async fn release(self: Box<Self>) -> Result<()> {

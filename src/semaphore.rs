@@ -8,19 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tracing::{debug, field, info_span, Instrument};
+use tracing::{debug, info_span, Instrument};
 use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
 use crate::contenders::{list, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::fenced::{Fenced, Fences};
-use crate::guard::Hold;
+use crate::hold::{Fenced, Hold, Holding, LossSignal};
 use crate::lock::Mutex;
+use crate::loss::Loss;
 use crate::path;
-use crate::queue::{Blockers, Holding, Queue, Wait};
-use crate::session::{reconnected, retry, Session};
-use crate::trust::Loss;
+use crate::queue::{Blockers, Queue, Wait};
+use crate::session::{retry, Session};
 
 /// What the leases node's data says before the maximum its users agreed on.
 const RECORD: &str = "zk-recipes max leases ";
@@ -225,10 +224,7 @@ impl Semaphore {
         let client = match wait {
             Wait::Never => self.session.connected()?,
             Wait::Until(_) | Wait::Forever => {
-                let live = pin!(async {
-                    let client = self.session.live().await?;
-                    reconnected(&client).await.map(|()| client)
-                });
+                let live = pin!(self.session.live_connected());
                 match wait.bound(live).await? {
                     Some(client) => client,
                     None => return Ok(None),
@@ -244,10 +240,10 @@ impl Semaphore {
         let Some(unrecorded) = unrecorded else {
             return Ok(None);
         };
-        let span = info_span!("zk.semaphore.lease", node = field::Empty);
-        let Some(holding) = self.leases.hold(&self.session, wait, span).await? else {
+        let Some(ticket) = self.leases.acquire(&self.session, &mut None, wait).await? else {
             return Ok(None);
         };
+        let holding = Holding::of_lock(ticket);
         if let (Some(version), Ok(client)) = (unrecorded, self.session.connected()) {
             if let Err(err) = self.record(&client, version).await {
                 let _ = holding.release().await;
@@ -380,12 +376,12 @@ impl Lease {
     /// created later, so a resource that remembers the largest token it has accepted can refuse a
     /// stale holder.
     pub fn fencing_token(&self) -> u64 {
-        self.holding.token()
+        self.holding.core().token()
     }
 
     /// Full path of the lease's znode.
     pub fn node(&self) -> &str {
-        self.holding.node()
+        self.holding.core().node()
     }
 
     /// Whether the lease can no longer be trusted (see [`lost`](Self::lost)). Deletion of the node
@@ -395,7 +391,7 @@ impl Lease {
     /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
     /// after the process wakes from a pause.
     pub fn is_lost(&self) -> bool {
-        self.holding.trust().is_lost()
+        self.holding.core().is_lost()
     }
 
     /// Resolves once the lease can no longer be trusted: the session expired or was closed, the
@@ -406,7 +402,13 @@ impl Lease {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(&self) -> Loss {
-        self.holding.trust().lost().await
+        self.holding.core().lost().await
+    }
+
+    /// The loss of this hold as an owned, cloneable value: hand it to a task that watches
+    /// the hold while another works under it; see [`LossSignal`](crate::LossSignal).
+    pub fn loss_signal(&self) -> LossSignal {
+        self.holding.core().loss_signal()
     }
 
     /// Releases the lease and returns once its node is gone: deleted, or gone with its session.
@@ -432,7 +434,7 @@ impl Lease {
 
     /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
     pub fn fenced(&self) -> Fenced {
-        self.holding.fence().fenced()
+        self.holding.core().fenced()
     }
 
     /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
@@ -449,7 +451,7 @@ impl Lease {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn revocation_requested(&self) -> Result<()> {
-        self.holding.fence().revocation_requested().await
+        self.holding.core().revocation_requested().await
     }
 }
 
@@ -469,6 +471,10 @@ impl Hold for Lease {
 
     async fn lost(&self) -> Loss {
         Lease::lost(self).await
+    }
+
+    fn loss_signal(&self) -> LossSignal {
+        Lease::loss_signal(self)
     }
 
     async fn release(self: Box<Self>) -> Result<()> {

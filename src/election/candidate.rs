@@ -1,17 +1,18 @@
 //! A candidate and its campaign: follows, leads while its leadership is trusted, steps
 //! down, and joins again, until it resigns.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::{watch, Notify};
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{debug, info, info_span, warn, Instrument};
 
-use super::leadership::{Exit, Leadership, Term};
+use super::leadership::{Exit, Leadership};
 use super::{LeaderElection, Role};
 use crate::error::{Error, Result};
-use crate::fenced::Fences;
-use crate::queue::{Contender, Holding, Left, NodeWatch, Terms, Wait};
-use crate::trust::{Announce, Loss};
+use crate::hold::{Announce, Holding, NodeWatch};
+use crate::loss::Loss;
+use crate::queue::{Left, Ticket, Wait};
 
 /// What a candidate's campaign publishes.
 #[derive(Clone, Debug)]
@@ -40,7 +41,7 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    pub(super) fn start(election: LeaderElection, contender: Contender) -> Candidate {
+    pub(super) fn start(election: LeaderElection, contender: Ticket) -> Candidate {
         let (campaign_tx, campaign) = watch::channel(Campaign::Following);
         let (roles_tx, roles) = watch::channel(Role::Follower);
         let (ended_tx, ended) = watch::channel(None);
@@ -49,7 +50,7 @@ impl Candidate {
             ended,
         };
         let span = info_span!("zk.election.candidate", path = %election.path(), id = %election.id);
-        let report = Report {
+        let report = Broadcast {
             campaign: campaign_tx,
             roles: roles_tx,
             exit: exit.clone(),
@@ -130,8 +131,13 @@ impl Candidate {
     ///
     /// # Cancel safety
     /// Cancel safe: the node is deleted in the background.
-    pub async fn resign(self) -> Result<()> {
-        self.exit.clone().leave().await
+    ///
+    /// Takes `&self`, so a candidate shared by tasks (`Arc<Candidate>`) can resign; the
+    /// returned future borrows nothing (it can be spawned). Once resigned, the candidate's
+    /// [`leadership`](Self::leadership) returns [`Error::Closed`].
+    pub fn resign(&self) -> impl Future<Output = Result<()>> + Send + 'static {
+        let exit = self.exit.clone();
+        async move { exit.leave().await }
     }
 }
 
@@ -142,14 +148,14 @@ impl Drop for Candidate {
 }
 
 /// Where a campaign publishes: the campaign, and the role derived from it.
-struct Report {
+struct Broadcast {
     campaign: watch::Sender<Campaign>,
     roles: watch::Sender<Role>,
     /// Handed to every leadership.
     exit: Exit,
 }
 
-impl Report {
+impl Broadcast {
     /// The role first, then the campaign: whoever sees a leadership (or its end) in the
     /// campaign sees the role that goes with it.
     fn publish(&self, campaign: Campaign) {
@@ -167,41 +173,13 @@ impl Report {
 enum Seat {
     /// In the queue waiting to lead (its node entered, or kept after a suspension, to be
     /// looked at once back), or out of it (joins again at the next step).
-    Waiting(Option<Contender>),
+    Waiting(Option<Ticket>),
     /// Leading.
     Leading(Holding),
 }
 
-/// A candidate's terms of holding: its id in its node, the election's rejoin policy, and
-/// a role that steps down as part of the loss.
-struct Candidacy<'a> {
-    id: &'a [u8],
-    rejoin: bool,
-    roles: &'a watch::Sender<Role>,
-}
-
-impl Terms for Candidacy<'_> {
-    fn data(&self) -> &[u8] {
-        self.id
-    }
-
-    fn rejoin(&self) -> bool {
-        self.rejoin
-    }
-
-    fn start(self, contender: Contender) -> Holding {
-        // The role steps down as part of the loss: whoever sees the loss sees it.
-        let roles = self.roles.clone();
-        let step_down: Announce = Box::new(move || {
-            roles
-                .send_if_modified(|role| std::mem::replace(role, Role::Follower) != Role::Follower);
-        });
-        Holding::start(contender, NodeWatch::Now, Some(step_down))
-    }
-}
-
 /// Follows and leads until stopped (then leaves the queue) or an error ends it.
-async fn campaign(election: LeaderElection, contender: Contender, report: Report) -> Result<()> {
+async fn campaign(election: LeaderElection, contender: Ticket, report: Broadcast) -> Result<()> {
     let mut seat = Seat::Waiting(Some(contender));
     let stop = report.exit.stop.clone();
     let ended = loop {
@@ -227,26 +205,29 @@ async fn campaign(election: LeaderElection, contender: Contender, report: Report
 ///
 /// # Cancel safety
 /// Cancel safe: the seat keeps what was reached.
-async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Result<()> {
+async fn step(election: &LeaderElection, seat: &mut Seat, report: &Broadcast) -> Result<()> {
     match seat {
         Seat::Waiting(waiting) => {
-            let candidacy = Candidacy {
-                id: election.id.as_bytes(),
-                rejoin: election.rejoin,
-                roles: &report.roles,
-            };
             let queue = &election.queue;
-            let held = queue.hold_in(&election.session, waiting, candidacy, Wait::Forever);
-            let holding = held.await?.ok_or(Error::Closed)?;
+            let first = queue.acquire(&election.session, waiting, Wait::Forever);
+            let ticket = first.await?.ok_or(Error::Closed)?;
+            // The role steps down as part of the loss: whoever sees the loss sees it.
+            let roles = report.roles.clone();
+            let step_down: Announce = Box::new(move || {
+                roles.send_if_modified(|role| {
+                    std::mem::replace(role, Role::Follower) != Role::Follower
+                });
+            });
+            let holding = Holding::start(ticket, NodeWatch::Now, Some(step_down));
             seat.lead(holding, report, &election.id);
         }
         Seat::Leading(holding) => {
-            let loss = holding.trust().lost().await;
+            let loss = holding.core().lost().await;
             report.publish(Campaign::Following);
             warn!(?loss, "stepped down");
             match loss {
                 // The session may have survived: keep the node, and look at it once back.
-                Loss::Suspended | Loss::Lapsed => seat.step_down(true),
+                Loss::Suspended | Loss::Lapsed | Loss::Unwatched => seat.step_down(true),
                 Loss::NodeDeleted => seat.step_down(false),
                 Loss::SessionExpired if election.rejoin => seat.step_down(false),
                 Loss::SessionExpired => return Err(Error::SessionExpired),
@@ -259,17 +240,8 @@ async fn step(election: &LeaderElection, seat: &mut Seat, report: &Report) -> Re
 
 impl Seat {
     /// From waiting to leading with `holding`.
-    fn lead(&mut self, holding: Holding, report: &Report, id: &Arc<str>) {
-        let leadership = Leadership {
-            holding: Term {
-                token: holding.token(),
-                node: holding.node().into(),
-                trust: holding.trust().clone(),
-                exit: report.exit.clone(),
-                fence: holding.fence(),
-                id: id.clone(),
-            },
-        };
+    fn lead(&mut self, holding: Holding, report: &Broadcast, id: &Arc<str>) {
+        let leadership = Leadership::new(holding.core().clone(), report.exit.clone(), id.clone());
         info!(term = leadership.term(), node = %leadership.node(), "leading");
         report.publish(Campaign::Leading(leadership));
         *self = Seat::Leading(holding);
@@ -281,7 +253,7 @@ impl Seat {
         let Seat::Leading(holding) = std::mem::replace(self, Seat::Waiting(None)) else {
             return;
         };
-        match (holding.into_contender(), keep) {
+        match (holding.into_ticket(), keep) {
             (Some(contender), true) => *self = Seat::Waiting(Some(contender)),
             (Some(contender), false) => contender.disown(),
             (None, _) => {}
@@ -298,7 +270,7 @@ impl Seat {
         let node = contender.node().to_owned();
         match contender.leave().await? {
             Left::Deleted | Left::WithSession => {
-                info!(%node, "resigned");
+                debug!(%node, "resigned");
                 Ok(())
             }
             Left::AlreadyGone => Err(Error::Lost { node }),

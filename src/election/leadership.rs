@@ -15,13 +15,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::{watch, Notify};
-use tracing::{debug, info};
+use tracing::debug;
 
 use crate::error::{Error, Result};
-use crate::fenced::{Fence, Fenced, Fences};
-use crate::guard::Hold;
+use crate::hold::{Core, Fenced, Hold, LossSignal};
+use crate::loss::Loss;
 use crate::queue::MAX_DATA;
-use crate::trust::{Loss, Trust};
 
 /// Writes a proclamation tries while the node keeps changing between its read and its write
 /// (someone else writes into it: a request to let go, a hint).
@@ -33,20 +32,39 @@ const ATTEMPTS: u32 = 3;
 /// [`Candidate::resign`](crate::Candidate::resign)): it leaves the election.
 #[derive(Clone, Debug)]
 pub struct Leadership {
-    pub(crate) holding: Term,
+    /// The hold core of the leader's node in this term (the campaign owns its holding).
+    core: Core,
+    /// The way out of the election.
+    exit: Exit,
+    /// The id the leader joined with.
+    id: Arc<str>,
 }
 
 impl Leadership {
+    /// The leadership of a term held with `core`, left through `exit`.
+    pub(super) fn new(core: Core, exit: Exit, id: Arc<str>) -> Leadership {
+        Leadership { core, exit, id }
+    }
+
+    /// Resigns the candidate; [`Error::Lost`] if this term was lost before.
+    async fn resign(self) -> Result<()> {
+        let lost = self.core.is_lost();
+        match (self.exit.leave().await, lost) {
+            (Ok(()) | Err(Error::Lost { .. }), true) => Err(self.core.lost_error()),
+            (left, _) => left,
+        }
+    }
+
     /// The fencing token: the zxid that created the leadership's node. It is greater for every node
     /// created later, so a resource that remembers the largest token it has accepted can refuse a
     /// stale holder.
     pub fn fencing_token(&self) -> u64 {
-        self.holding.token()
+        self.core.token()
     }
 
     /// Full path of the leadership's znode.
     pub fn node(&self) -> &str {
-        self.holding.node()
+        self.core.node()
     }
 
     /// Whether the leadership can no longer be trusted (see [`lost`](Self::lost)). Deletion of the
@@ -56,7 +74,7 @@ impl Leadership {
     /// ([`Loss::Lapsed`](crate::Loss::Lapsed)) at the first look, read from the clock, even right
     /// after the process wakes from a pause.
     pub fn is_lost(&self) -> bool {
-        self.holding.trust().is_lost()
+        self.core.is_lost()
     }
 
     /// Resolves once the leadership can no longer be trusted: the session expired or was closed,
@@ -67,7 +85,13 @@ impl Leadership {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(&self) -> Loss {
-        self.holding.trust().lost().await
+        self.core.lost().await
+    }
+
+    /// The loss of this hold as an owned, cloneable value: hand it to a task that watches
+    /// the hold while another works under it; see [`LossSignal`](crate::LossSignal).
+    pub fn loss_signal(&self) -> LossSignal {
+        self.core.loss_signal()
     }
 
     /// Releases the leadership and returns once its node is gone: deleted, or gone with its
@@ -88,12 +112,12 @@ impl Leadership {
     pub async fn release(self) -> Result<()> {
         // Boxed: a caller that awaits an acquisition then the release in one future
         // reserves room for the larger of the two while it waits.
-        Box::pin(self.holding.release()).await
+        Box::pin(self.resign()).await
     }
 
     /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
     pub fn fenced(&self) -> Fenced {
-        self.holding.fence().fenced()
+        self.core.fenced()
     }
 
     /// Resolves once someone asked the holder to let go; see [`revoke`](crate::revoke). A request
@@ -110,13 +134,13 @@ impl Leadership {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn revocation_requested(&self) -> Result<()> {
-        self.holding.fence().revocation_requested().await
+        self.core.revocation_requested().await
     }
 
     /// The term: the zxid that created the leader's node, greater for every later leader.
     /// Use it as a fencing token (it is [`fencing_token`](Self::fencing_token)).
     pub fn term(&self) -> u64 {
-        self.holding.token()
+        self.core.token()
     }
 
     /// Advertises `data` (an address, an epoch) in the leader's node, fenced as
@@ -147,7 +171,7 @@ impl Leadership {
     /// # Cancel safety
     /// As [`Fenced::commit`](crate::Fenced::commit): a dropped proclamation may or may not be written.
     pub async fn proclaim(&self, data: &[u8]) -> Result<()> {
-        let id = self.holding.id();
+        let id = &self.id;
         let mut proclaimed = Vec::with_capacity(id.len() + 1 + data.len());
         proclaimed.extend_from_slice(id.as_bytes());
         proclaimed.push(0);
@@ -159,7 +183,7 @@ impl Leadership {
             )));
         }
         let node = self.node().to_owned();
-        let fence = self.holding.fence();
+        let fence = &self.core;
         let mut attempt = 1;
         loop {
             // Read first, and write only over what was read: a request to let go written
@@ -181,7 +205,7 @@ impl Leadership {
                 }
                 written => {
                     written?;
-                    info!(%node, bytes = data.len(), "proclaimed");
+                    debug!(%node, bytes = data.len(), "proclaimed");
                     return Ok(());
                 }
             }
@@ -207,6 +231,10 @@ impl Hold for Leadership {
         Leadership::lost(self).await
     }
 
+    fn loss_signal(&self) -> LossSignal {
+        Leadership::loss_signal(self)
+    }
+
     async fn release(self: Box<Self>) -> Result<()> {
         Leadership::release(*self).await
     }
@@ -217,55 +245,6 @@ impl Hold for Leadership {
 
     async fn revocation_requested(&self) -> Result<()> {
         Leadership::revocation_requested(self).await
-    }
-}
-
-/// What a [`Leadership`] holds: the leader's node in one term, its trust, and the way out
-/// of the election.
-#[derive(Clone, Debug)]
-pub(crate) struct Term {
-    pub(super) token: u64,
-    pub(super) node: Arc<str>,
-    pub(super) trust: Trust,
-    pub(super) exit: Exit,
-    /// For fenced writes, revocation and proclaiming.
-    pub(super) fence: Fence,
-    /// The id the leader joined with.
-    pub(super) id: Arc<str>,
-}
-
-impl Fences for Term {
-    fn fence(&self) -> Fence {
-        self.fence.clone()
-    }
-}
-
-impl Term {
-    pub(crate) fn token(&self) -> u64 {
-        self.token
-    }
-
-    pub(crate) fn node(&self) -> &str {
-        &self.node
-    }
-
-    pub(crate) fn id(&self) -> &str {
-        &self.id
-    }
-
-    pub(crate) fn trust(&self) -> &Trust {
-        &self.trust
-    }
-
-    /// Resigns the candidate; [`Error::Lost`] if this term was lost before.
-    async fn release(self) -> Result<()> {
-        let lost = self.trust.is_lost();
-        match (self.exit.leave().await, lost) {
-            (Ok(()) | Err(Error::Lost { .. }), true) => Err(Error::Lost {
-                node: self.node.to_string(),
-            }),
-            (left, _) => left,
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, info_span, warn, Instrument};
 
 mod candidate;
 mod leader;
@@ -24,7 +24,7 @@ use crate::acl::NodeAcl;
 use crate::contenders::{split, validate_id};
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::{Blockers, Contender, Queue, Wait};
+use crate::queue::{Blockers, Queue, Ticket, Wait};
 use crate::revoke::REVOKE;
 use crate::session::Session;
 use crate::view;
@@ -116,7 +116,8 @@ impl LeaderElection {
         validate_id(&id)?;
         Ok(LeaderElection {
             session: session.clone(),
-            queue: Queue::new(path, "latch-", Blockers::EVERY, session.node_acl())?,
+            queue: Queue::new(path, "latch-", Blockers::EVERY, session.node_acl())?
+                .with_id(Arc::from(id.as_bytes())),
             id: id.into(),
             rejoin: true,
             backoff: Duration::from_secs(10),
@@ -125,9 +126,12 @@ impl LeaderElection {
 
     /// Whether a candidate whose session expired joins again on the new session
     /// (default `true`). With `false` its campaign ends with [`Error::SessionExpired`].
-    pub fn rejoin_after_expiry(mut self, rejoin: bool) -> LeaderElection {
-        self.rejoin = rejoin;
-        self
+    pub fn rejoin_after_expiry(self, rejoin: bool) -> LeaderElection {
+        LeaderElection {
+            queue: self.queue.rejoin(rejoin),
+            rejoin,
+            ..self
+        }
     }
 
     /// The longest pause [`run`](Self::run) makes before it joins again after a term that
@@ -181,7 +185,7 @@ impl LeaderElection {
         let span = info_span!("zk.election.join", path = %self.path(), id = %self.id, acl = ?self.queue.acl());
         async {
             let contender = self.enter().await?;
-            info!(node = %contender.node(), "joined");
+            debug!(node = %contender.node(), "joined");
             Ok(Candidate::start(self.clone(), contender))
         }
         .instrument(span)
@@ -189,10 +193,8 @@ impl LeaderElection {
     }
 
     /// Enters the queue on the live session (waiting for one).
-    async fn enter(&self) -> Result<Contender> {
-        let entered = self
-            .queue
-            .enter(&self.session, self.id.as_bytes(), Wait::Forever);
+    async fn enter(&self) -> Result<Ticket> {
+        let entered = self.queue.enter(&self.session, Wait::Forever);
         entered.await?.ok_or(Error::Closed)
     }
 
@@ -247,18 +249,40 @@ impl LeaderElection {
     /// servers have ended the session, so the node is gone and the next candidate leads
     /// before the process exits.
     ///
+    /// `lead` is called once per term, so it captures shared state by cloning it into each
+    /// term's future (an `Arc`, a channel, a [`Group`](crate::Group): all are cheap to
+    /// clone). A term's work stops when the leadership is lost: select on
+    /// [`Leadership::lost`], or hand [`Leadership::loss_signal`] to the tasks it spawns.
+    ///
     /// ```no_run
     /// # async fn demo(
     /// #     session: zk_recipes::Session,
     /// #     election: zk_recipes::LeaderElection,
     /// #     shutdown: impl std::future::Future<Output = ()>,
     /// # ) {
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
     /// use std::time::Duration;
     ///
-    /// tokio::select! {
-    ///     ended = election.run(|leadership| async move { leadership.lost().await; }) => {
-    ///         eprintln!("election ended: {ended:?}");
+    /// let terms = Arc::new(AtomicU64::new(0));
+    /// let group = zk_recipes::Group::new(&session, "/services/orders/members").unwrap();
+    /// let lead = |leadership: zk_recipes::Leadership| {
+    ///     // Clones for this term's future: the closure keeps its own for the next term.
+    ///     let (terms, group) = (terms.clone(), group.clone());
+    ///     async move {
+    ///         terms.fetch_add(1, Ordering::Relaxed);
+    ///         tokio::select! {
+    ///             _ = leadership.lost() => {}
+    ///             _ = async {
+    ///                 let members = group.members().await;
+    ///                 eprintln!("term {}: members {members:?}", leadership.term());
+    ///                 std::future::pending::<()>().await
+    ///             } => {}
+    ///         }
     ///     }
+    /// };
+    /// tokio::select! {
+    ///     ended = election.run(lead) => eprintln!("election ended: {ended:?}"),
     ///     () = shutdown => {} // the `run()` future is dropped: its node is deleted
     /// }
     /// let _ = tokio::time::timeout(Duration::from_secs(5), session.close()).await;
@@ -281,7 +305,7 @@ impl LeaderElection {
             let leadership = candidate.leadership().await?;
             let (term, started) = (leadership.term(), tokio::time::Instant::now());
             tokio::select! {
-                () = lead(leadership.clone()) => info!(term, "leader finished its work"),
+                () = lead(leadership.clone()) => debug!(term, "leader finished its work"),
                 loss = leadership.lost() => warn!(term, ?loss, "leadership lost while leading"),
             }
             match candidate.resign().await {

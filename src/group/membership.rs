@@ -12,9 +12,9 @@ use super::Group;
 use crate::acl::NodeAcl;
 use crate::error::outcome_unknown;
 use crate::error::{Error, Result};
+use crate::loss::Loss;
 use crate::queue::{spawn_removal, Removal};
 use crate::session::{reconnected, retry, Session};
-use crate::trust::Loss;
 
 /// The pause before making the node again after an attempt that failed for a reason that
 /// passes (connection, expiry); it doubles up to [`MAX_PAUSE`].

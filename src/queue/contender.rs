@@ -1,4 +1,4 @@
-//! Our node in a queue ([`Contender`]): what it is, waiting to be first, and leaving (the
+//! Our node in a queue ([`Ticket`]): what it is, waiting to be first, and leaving (the
 //! removal itself is [`leaving`](super::leaving)'s).
 //!
 //! Waiting to be first: watch the blocker and hear what the servers say (see
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 use zookeeper_client::{Client, EventType};
 
-use super::handoff::{self, armed, Armed, HandOff, Heard};
+use super::handoff::{Armed, HandOff, Heard};
 use super::leaving::{spawn_removal, Left, Removal};
 use super::order::{sequence, Ahead};
 use super::{Blockers, Wait};
@@ -38,23 +38,13 @@ pub(crate) enum Turn {
     Expired,
 }
 
-/// How waiting on a blocker ended.
-enum Gone {
-    /// It left, and what was heard says that we are first, with our node there.
-    Heard,
-    /// Our own node was heard to be gone.
-    Evicted,
-    /// It left; what was heard does not say whether we are first.
-    Left,
-}
-
 /// How long a waiter that gives up may spend deleting its node before leaving that to the
 /// background.
 const GIVE_UP_GRACE: Duration = Duration::from_secs(1);
 
 /// Our node in a queue. Dropping it deletes the node in the background.
 #[derive(Debug)]
-pub(crate) struct Contender {
+pub(crate) struct Ticket {
     pub(super) session: Session,
     /// The client of the session the node belongs to. Weak: only [`Session`] keeps a
     /// client alive, so that closing it ends the ZooKeeper session.
@@ -69,7 +59,7 @@ pub(crate) struct Contender {
     /// Whether dropping it deletes the node.
     pub(super) armed: bool,
     /// While it waits: what it watches so that a hand-off needs no request.
-    pub(super) handoff: Option<Box<handoff::HandOff>>,
+    pub(super) handoff: Option<Box<HandOff>>,
     /// Latched once a request to let go was seen in the node. A request belongs to the
     /// node: every holding, fence, guard and leadership made for it shares this one latch
     /// (a leader's later terms on the node too), so none misses a request that another
@@ -92,7 +82,7 @@ pub(super) enum Place {
     },
 }
 
-impl Contender {
+impl Ticket {
     /// Full path of the node.
     pub(crate) fn node(&self) -> &str {
         &self.node
@@ -110,14 +100,9 @@ impl Contender {
     }
 
     /// Whether leaving now must signal the successor: an exclusive contender that is first,
-    /// whether it entered first or not (see [`HandOff::taken`](handoff::HandOff::taken)).
+    /// whether it entered first or not (see [`HandOff::taken`]).
     fn signals(&self) -> bool {
         self.blockers.exclusive() && self.is_first()
-    }
-
-    /// The recipe root (the node's parent) and the node's own name.
-    fn root_and_name(&self) -> (&str, &str) {
-        self.node.rsplit_once('/').unwrap_or_default()
     }
 
     /// The client the node belongs to.
@@ -125,8 +110,29 @@ impl Contender {
     /// # Notable errors
     /// * [`Error::Closed`] if the session was closed, [`Error::SessionExpired`] if the
     ///   node's session ended and was replaced.
-    fn client(&self) -> Result<Arc<Client>> {
+    fn live_client(&self) -> Result<Arc<Client>> {
         self.client.upgrade().ok_or_else(|| self.session.ended())
+    }
+
+    /// The client of the session the node belongs to (weak: only the session keeps it).
+    pub(crate) fn client(&self) -> Weak<Client> {
+        self.client.clone()
+    }
+
+    /// The session the ticket was entered on.
+    pub(crate) fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The node's latch of a request to let go, shared by every handle of the node.
+    pub(crate) fn latch(&self) -> Arc<AtomicBool> {
+        self.asked.clone()
+    }
+
+    /// The watch on our own node set while it waited, if it is still set: a holding keeps
+    /// it rather than setting another.
+    pub(crate) fn take_own_watch(&mut self) -> Option<Armed> {
+        self.handoff.take().and_then(|handoff| handoff.into_own())
     }
 
     /// Forgets the node without deleting it: it went with its session, or was deleted.
@@ -166,22 +172,72 @@ impl Contender {
         }
     }
 
-    /// Waits until this contender is first, `wait`'s deadline passes, or its node is gone.
+    /// Waits until this contender is first, `wait`'s deadline passes, or its node is gone:
+    /// the protocol's "Waiting and hand-off" (the queue's module doc). Behind a blocker it
+    /// arms the hand-off's watches ([`HandOff::arm`]), hears what the servers send
+    /// ([`HandOff::hear`]), and once the blocker is gone holds on what was heard
+    /// ([`HandOff::taken`]) or asks the servers once ([`ask`](Self::ask)).
     ///
     /// # Notable errors
-    /// * [`Error::Closed`] if the session was closed.
+    /// * [`Error::Closed`] if the session was closed, at once, even with the connection
+    ///   down (a watch ends only once its client does: with the connection down, not at
+    ///   the close but when the client gives up).
     /// * [`Error::ConnectionLoss`] if a request's outcome stayed unknown (see
     ///   [`retry`](crate::session::retry)).
     ///
     /// # Cancel safety
-    /// Cancel safe: the contender keeps its place and its blocker.
+    /// Cancel safe: the contender keeps its place and the hand-off's watches.
     pub(crate) async fn wait_first(&mut self, wait: Wait) -> Result<Turn> {
-        // Closing the session drops its client, which ends the watches with a session
-        // event: no wait of its own is needed for it (it would cost every waiter room).
-        // The turn first: a contender that is first holds even with its deadline passed.
+        let session = self.session.clone();
+        let first = async {
+            loop {
+                let (blocker, blocker_first) = match &self.place {
+                    Place::First => return Ok(Turn::First),
+                    Place::Crowded(_) => {
+                        // Boxed, here and below: what runs after a wake-up takes no room
+                        // while waiting.
+                        if !Box::pin(self.thinned()).await? {
+                            return Ok(self.evicted());
+                        }
+                        continue;
+                    }
+                    Place::Behind {
+                        blocker,
+                        blocker_first,
+                    } => (blocker.clone(), *blocker_first),
+                };
+                let client = self.live_client()?;
+                let own = self.handoff.take().and_then(|handoff| handoff.into_own());
+                let signals = self.blockers.signalled_by(&blocker);
+                let sent = Instant::now();
+                let arming = HandOff::arm(&client, &self.node, own, &blocker, signals);
+                let mut handoff = Box::pin(arming).await?;
+                // The answer confirms the session: a hold made on it now is trusted.
+                session.confirm(&client, sent);
+                drop(client);
+                let heard = Box::pin(handoff.hear(&self.client, &blocker)).await;
+                let taken = handoff.taken();
+                self.handoff = Some(handoff);
+                let placed = match heard? {
+                    Heard::OwnDeleted => false,
+                    Heard::BlockerGone if taken => {
+                        debug!(node = %self.node, "blocker gone; first, as heard without a request");
+                        self.place = Place::First;
+                        true
+                    }
+                    Heard::BlockerGone => Box::pin(self.ask(blocker_first)).await?,
+                };
+                if !placed {
+                    return Ok(self.evicted());
+                }
+            }
+        };
+        // The close first, then the turn: a contender that is first holds even with its
+        // deadline passed.
         let waited = tokio::select! {
             biased;
-            turn = self.wait_until_first() => turn,
+            () = session.closed() => Err(Error::Closed),
+            turn = first => turn,
             () = wait.passed() => Ok(Turn::Late),
         };
         match waited {
@@ -200,54 +256,25 @@ impl Contender {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn still_first(&mut self) -> Result<Turn> {
-        // Two steps: the answer confirms the session from when it was asked, once back.
+        let session = self.session.clone();
         let exists = async {
-            self.until_closed(async { reconnected(&*self.client()?).await })
-                .await?;
-            self.until_closed(async {
-                let client = self.client()?;
-                retry(&client, || client.check_stat(&self.node)).await
-            })
-            .await
+            let client = self.live_client()?;
+            reconnected(&client).await?;
+            // Sent once back: the answer confirms the session from then on.
+            let sent = Instant::now();
+            let stat = retry(&client, || client.check_stat(&self.node)).await?;
+            session.confirm(&client, sent);
+            Ok(stat)
         };
-        match exists.await {
+        let exists = tokio::select! {
+            biased;
+            () = session.closed() => Err(Error::Closed),
+            exists = exists => exists,
+        };
+        match exists {
             Ok(Some(_)) if self.is_first() => Ok(Turn::First),
             Ok(_) => Ok(self.evicted()),
             Err(err) => self.failed(err),
-        }
-    }
-
-    /// Runs `work` (requests on the contender's client) unless the session is closed first:
-    /// then [`Error::Closed`] at once, and the client `work` kept is let go, so that a
-    /// request waiting for a connection never keeps a closed session open. An answer
-    /// confirms the session (see [`Liveness`](crate::trust::Liveness)).
-    ///
-    /// # Cancel safety
-    /// As `work`.
-    async fn until_closed<T>(
-        &self,
-        work: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<T> {
-        let sent = Instant::now();
-        let done = self.unless_closed(work).await.and_then(|done| done);
-        // An answer confirms the session: a hold made on it now is trusted.
-        if let (Ok(_), Ok(client)) = (&done, self.client()) {
-            self.session.confirm(&client, sent);
-        }
-        done
-    }
-
-    /// Waits for `event` (a notification, or requests) unless the session is closed first:
-    /// then [`Error::Closed`] at once. A watch waited on ends only once its client does,
-    /// which, with the connection down, is not the close but the client giving up.
-    ///
-    /// # Cancel safety
-    /// As `event`.
-    async fn unless_closed<T>(&self, event: impl std::future::Future<Output = T>) -> Result<T> {
-        tokio::select! {
-            biased;
-            () = self.session.closed() => Err(Error::Closed),
-            heard = event => Ok(heard),
         }
     }
 
@@ -263,139 +290,41 @@ impl Contender {
         }
     }
 
-    async fn wait_until_first(&mut self) -> Result<Turn> {
-        loop {
-            let handoff = self.handoff.take();
-            let (blocker, blocker_first) = match &self.place {
-                Place::First => {
-                    self.handoff = handoff;
-                    return Ok(Turn::First);
-                }
-                Place::Crowded(_) => {
-                    if !Box::pin(self.thinned()).await? {
-                        return Ok(self.evicted());
-                    }
-                    continue;
-                }
-                Place::Behind {
-                    blocker,
-                    blocker_first,
-                } => (blocker, *blocker_first),
-            };
-            let (gone, handoff) = self.gone(blocker, handoff).await?;
-            self.handoff = handoff;
-            // Boxed, here and below: what runs after a wake-up takes no room while waiting.
-            let placed = match gone {
-                Gone::Heard => {
-                    debug!(node = %self.node, "blocker gone; first, as heard without a request");
-                    self.place = Place::First;
-                    true
-                }
-                Gone::Evicted => false,
-                // Behind a blocker that was first, no one else can be ahead: our own node
-                // is all there is to confirm.
-                Gone::Left if blocker_first => Box::pin(self.own_exists()).await?,
-                Gone::Left => Box::pin(self.look_again()).await?,
-            };
-            if !placed {
-                return Ok(self.evicted());
-            }
-        }
-    }
-
     fn evicted(&mut self) -> Turn {
         warn!(node = %self.node, "our node is gone; we are out of the queue");
         self.armed = false;
         Turn::Evicted
     }
 
-    /// Resolves once the node at `blocker` is gone ([`Gone::Heard`] if what was heard
-    /// says we hold, see [`HandOff::taken`]), or once our own node is heard to be gone. A
-    /// write into the blocker is someone's write, not a departure: it is watched again. The
-    /// hand-off's watches (`handoff`: ours, kept from an earlier blocker) are set with the
-    /// blocker's, in the same round trip.
-    async fn gone(
-        &self,
-        blocker: &str,
-        handoff: Option<Box<HandOff>>,
-    ) -> Result<(Gone, Option<Box<HandOff>>)> {
-        let own = handoff.and_then(|handoff| handoff.into_own());
-        let client = self.client()?;
-        let signals = self.blockers.signalled_by(blocker);
-        let arming = HandOff::arm(&client, &self.node, own, blocker, signals);
-        // Boxed: setting the watches takes no room while waiting on them.
-        let (watched, handoff) =
-            Box::pin(self.until_closed(async { Ok(tokio::join!(self.watch(blocker), arming)) }))
-                .await?;
-        drop(client);
-        // Watches that could not be set only cost a request once the blocker left.
-        let mut handoff = handoff.unwrap_or_else(|_| HandOff::unarmed());
-        let mut watched = watched?;
-        while let Some(mut watcher) = watched {
-            // Boxed: hearing takes room only while it runs.
-            let event = match Box::pin(self.unless_closed(handoff.hear(&mut watcher))).await? {
-                Heard::OwnDeleted => return Ok((Gone::Evicted, Some(handoff))),
-                Heard::Blocker(event) => event,
-            };
-            match event.event_type {
-                EventType::NodeDeleted => break,
-                EventType::Session => return Err(terminal(event.session_state)),
-                other => debug!(%blocker, ?other, "blocker changed but may be there"),
-            }
-            // Boxed: setting the watch takes no room while waiting on it.
-            watched = Box::pin(self.until_closed(self.watch(blocker))).await?;
-        }
-        let gone = match handoff.taken() {
-            true => Gone::Heard,
-            false => Gone::Left,
+    /// Once a blocker left and what was heard does not say that we hold, asks the servers,
+    /// once: behind a blocker that was first (no one else can be ahead: sequence numbers
+    /// only grow), whether our own node exists; behind a blocker of unknown place, the
+    /// root's children, to learn who blocks us now. `false` if our own node is gone.
+    async fn ask(&mut self, blocker_first: bool) -> Result<bool> {
+        let client = self.live_client()?;
+        let (root, own) = self.node.rsplit_once('/').unwrap_or_default();
+        let sent = Instant::now();
+        let place = if blocker_first {
+            let stat = retry(&client, || client.check_stat(&self.node)).await?;
+            debug!(node = %self.node, there = stat.is_some(), "blocker gone; our node asked for");
+            stat.map(|_| Place::First)
+        } else {
+            let children = retry(&client, || client.list_children(root)).await?;
+            let placed = children.iter().any(|child| child == own).then(|| {
+                let seq = sequence(own).unwrap_or_default();
+                let ahead = Ahead::of(&children, seq, self.blockers.blocks());
+                debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
+                // Not crowded: a contender that holds by count has no blocker to look after.
+                Place::of(root, &ahead, None)
+            });
+            placed
         };
-        Ok((gone, Some(handoff)))
-    }
-
-    /// Sets an exists watch on the node at `path` (its data is not needed: an election's
-    /// can be large); `None` if it does not exist.
-    async fn watch(&self, path: &str) -> Result<Option<Armed>> {
-        let client = self.client()?;
-        let (stat, watcher) = retry(&client, || client.check_and_watch_stat(path)).await?;
-        debug!(node = %self.node, blocker = %path, there = stat.is_some(), "watching the blocker");
-        Ok(stat.map(|_| armed(watcher)))
-    }
-
-    /// Whether our own node exists, asked of the servers (behind a blocker that was first,
-    /// when what was heard did not say).
-    async fn own_exists(&mut self) -> Result<bool> {
-        let stat = self
-            .until_closed(async {
-                let client = self.client()?;
-                retry(&client, || client.check_stat(&self.node)).await
-            })
-            .await?;
-        if stat.is_some() {
-            debug!(node = %self.node, "blocker gone; first, our node confirmed");
-            self.place = Place::First;
+        self.session.confirm(&client, sent);
+        let placed = place.is_some();
+        if let Some(place) = place {
+            self.place = place;
         }
-        Ok(stat.is_some())
-    }
-
-    /// Lists the root to learn who blocks us now, after a blocker of unknown place left;
-    /// `false` if our own node is not there.
-    async fn look_again(&mut self) -> Result<bool> {
-        let (root, own) = self.root_and_name();
-        let children = self
-            .until_closed(async {
-                let client = self.client()?;
-                retry(&client, || client.list_children(root)).await
-            })
-            .await?;
-        if !children.iter().any(|child| child == own) {
-            return Ok(false);
-        }
-        let seq = sequence(own).unwrap_or_default();
-        let ahead = Ahead::of(&children, seq, self.blockers.blocks());
-        debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
-        // Not crowded: a contender that holds by count has no blocker to look after.
-        self.place = Place::of(root, &ahead, None);
-        Ok(true)
+        Ok(placed)
     }
 
     /// Lists the root with a child watch until it has few enough children to hold (then
@@ -406,14 +335,14 @@ impl Contender {
             return Ok(true);
         };
         let max = usize::try_from(max).unwrap_or(usize::MAX);
-        let (root, own) = self.root_and_name();
+        let (root, own) = self.node.rsplit_once('/').unwrap_or_default();
         let holds = loop {
-            let (children, watcher) = self
-                .until_closed(async {
-                    let client = self.client()?;
-                    retry(&client, || client.list_and_watch_children(root)).await
-                })
-                .await?;
+            let client = self.live_client()?;
+            let sent = Instant::now();
+            let (children, watcher) =
+                retry(&client, || client.list_and_watch_children(root)).await?;
+            self.session.confirm(&client, sent);
+            drop(client);
             if !children.iter().any(|child| child == own) {
                 break false;
             }
@@ -422,7 +351,7 @@ impl Contender {
                 break true;
             }
             debug!(node = %self.node, children = children.len(), "crowded; watching the root");
-            let event = Box::pin(self.unless_closed(watcher.changed())).await?;
+            let event = watcher.changed().await;
             if event.event_type == EventType::Session {
                 return Err(terminal(event.session_state));
             }
@@ -434,7 +363,7 @@ impl Contender {
     }
 }
 
-impl Drop for Contender {
+impl Drop for Ticket {
     fn drop(&mut self) {
         if self.armed {
             let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());

@@ -1,4 +1,4 @@
-//! The queue of one recipe root ([`Queue`]): holding in it (enter, then wait to be first:
+//! The queue of one recipe root ([`Queue`]): acquiring in it (enter, then wait to be first:
 //! [`contender`](super::contender)), listing it, and entering it.
 //!
 //! Entering the queue: create ‖ list in one round trip, and a create whose reply was lost
@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use tokio::sync::SemaphorePermit;
-use tracing::{debug, info, warn, Instrument, Span};
+use tracing::{debug, debug_span, field, warn, Instrument, Span};
 use uuid::Uuid;
 use zookeeper_client::Error::NoNode;
 use zookeeper_client::{Client, CreateMode};
@@ -25,11 +25,11 @@ use super::contender::Place;
 use super::leaving::{spawn_removal, Removal};
 use super::order::sort_contenders;
 use super::order::{find_own, sequence, Ahead, SEQUENCE_DIGITS};
-use super::{Blockers, Contender, Holding, Listed, Plain, Terms, Turn, Wait};
+use super::{Blockers, Listed, Ticket, Turn, Wait};
 use crate::acl::NodeAcl;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::path;
-use crate::session::{disconnected, reconnected, retry, Session};
+use crate::session::{reconnected, retry, Session};
 
 /// A recipe root, the contender name used under it, who blocks such a contender, and
 /// the ACL of the nodes it creates.
@@ -39,18 +39,96 @@ pub(crate) struct Queue {
     name: &'static str,
     blockers: Blockers,
     acl: NodeAcl,
-    /// The data of the nodes [`hold`](Self::hold) creates: the contender's id.
+    /// The data of the nodes it creates: the contender's id.
     id: Arc<[u8]>,
+    /// Whether a ticket whose session expired while it waited enters again on the new one.
+    rejoin: bool,
 }
 
 impl Queue {
-    /// Enters the queue with a node holding `data`, in the session's turn and on its live
-    /// session, creating the root (and its missing parents, as container nodes) on first
-    /// use; `None` if `wait`'s deadline passed first. The deadline bounds waiting (for an
-    /// entry turn, a session, a connection), never the create and listing of one attempt
-    /// while the connection is up: a deadline that has passed already still tries once.
+    /// Waits, within `wait`, until a ticket holds: the one in `seat` (one entered before,
+    /// or one that held until its connection was suspended: first checked to be still
+    /// there) or a new one entered with the queue's id. `seat` keeps the ticket while it
+    /// waits, so that a caller that stops waiting can leave the queue itself; it is empty
+    /// once this returns. A ticket whose node is lost while it waits (deleted by someone, or
+    /// gone with its expired session) enters again, at the end of the queue, unless the
+    /// session expired and the queue does not [`rejoin`](Self::rejoin). `None`, with the node
+    /// deleted, if the deadline passed first (with [`Wait::Never`]: if it did not hold at
+    /// once).
     ///
-    /// A session that expires meanwhile is waited out: the contender enters on the new one.
+    /// Not an `async fn`: a waiting acquisition is stored by the task that awaits it, so it
+    /// keeps nothing but what it needs.
+    ///
+    /// # Notable errors
+    /// As [`enter`](Self::enter) and [`Ticket::wait_first`], and
+    /// [`Error::SessionExpired`] if the session expired and the queue does not rejoin.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped acquisition deletes its node in the background, even if the
+    /// reply to its create was lost.
+    pub(crate) fn acquire<'a>(
+        &'a self,
+        session: &'a Session,
+        seat: &'a mut Option<Ticket>,
+        wait: Wait,
+    ) -> impl Future<Output = Result<Option<Ticket>>> + Send + 'a {
+        let span = debug_span!(
+            "zk.queue.acquire",
+            root = %self.root,
+            kind = self.name,
+            acl = ?self.acl,
+            node = field::Empty
+        );
+        async move {
+            let started = Instant::now();
+            loop {
+                let fresh = seat.is_none();
+                if fresh {
+                    // Boxed: a waiting acquisition need not keep room for entering.
+                    let Some(entered) = Box::pin(self.enter(session, wait)).await? else {
+                        return Ok(None);
+                    };
+                    Span::current().record("node", entered.node());
+                    *seat = Some(entered);
+                }
+                let Some(ticket) = seat.as_mut() else {
+                    continue;
+                };
+                let turn = match (wait, fresh, ticket.is_first()) {
+                    // Boxed: only a ticket entered before takes this way.
+                    (_, false, true) => Box::pin(ticket.still_first()).await?,
+                    (Wait::Never, _, false) => Turn::Late,
+                    _ => ticket.wait_first(wait).await?,
+                };
+                match (turn, seat.take()) {
+                    (Turn::First, Some(ticket)) => {
+                        debug!(node = %ticket.node(), token = ticket.token(), waited = ?started.elapsed(), "acquired");
+                        return Ok(Some(ticket));
+                    }
+                    (Turn::Late, ticket) => {
+                        debug!(root = %self.root, "not acquired in time");
+                        if let Some(ticket) = ticket {
+                            // Boxed: leaving takes no room in a waiting acquisition.
+                            Box::pin(ticket.give_up()).await;
+                        }
+                        return Ok(None);
+                    }
+                    (Turn::Expired, _) if !self.rejoin => return Err(Error::SessionExpired),
+                    (turn, _) => warn!(root = %self.root, ?turn, "out of the queue; entering again"),
+                }
+            }
+        }
+        .instrument(span)
+    }
+
+    /// Enters the queue with a node holding the queue's id, in the session's turn and on
+    /// its live session, creating the root (and its missing parents, as container nodes)
+    /// on first use; `None` if `wait`'s deadline passed first. The deadline bounds waiting
+    /// (for an entry permit, a session, a connection), never the create and listing of one
+    /// attempt while the connection is up: a deadline that has passed already still tries
+    /// once.
+    ///
+    /// A session that expires meanwhile is waited out: the ticket enters on the new one.
     /// With [`Wait::Never`] nothing waits for a connection or a new session: it fails with
     /// [`Error::Disconnected`] or [`Error::Renewing`] at once instead (and with
     /// [`Error::ConnectionLoss`] or [`Error::SessionExpired`] if they break while it tries).
@@ -68,72 +146,36 @@ impl Queue {
     /// # Cancel safety
     /// Cancel safe: a node whose create was sent is deleted in the background, found by its
     /// uuid if the reply never came.
-    pub(crate) async fn enter(
-        &self,
-        session: &Session,
-        data: &[u8],
-        wait: Wait,
-    ) -> Result<Option<Contender>> {
+    pub(crate) async fn enter(&self, session: &Session, wait: Wait) -> Result<Option<Ticket>> {
         loop {
+            let entering = async {
+                let ready = match wait {
+                    // Boxed: only `try_*` take this way.
+                    Wait::Never => Some(Box::pin(session.ready_now(&self.root)).await?),
+                    Wait::Until(_) | Wait::Forever => {
+                        wait.bound(pin!(session.ready(&self.root))).await?
+                    }
+                };
+                let Some((permit, client)) = ready else {
+                    return Ok(None);
+                };
+                let connection = client.clone();
+                let create = pin!(self.create(session, client, permit, wait));
+                wait.bound_while_connected(&connection, create).await
+            };
             // Closing the session ends the entry at once, even one that waits for a
             // connection that is down.
-            let entering = tokio::select! {
+            let entered = tokio::select! {
                 biased;
                 () = session.closed() => Err(Error::Closed),
-                entered = self.enter_once(session, data, wait) => entered,
+                entered = entering => entered,
             };
-            match entering {
+            match entered {
                 Err(Error::SessionExpired) if !wait.is_never() => {
-                    debug!("session expired while entering; entering on the new one");
+                    debug!(root = %self.root, "session expired while entering; entering on the new one");
                 }
                 entered => return entered,
             }
-        }
-    }
-
-    /// One attempt to enter, on the session's current ZooKeeper session.
-    async fn enter_once(
-        &self,
-        session: &Session,
-        data: &[u8],
-        wait: Wait,
-    ) -> Result<Option<Contender>> {
-        let (turn, client) = match wait {
-            // Boxed: only `try_*` take this way.
-            Wait::Never => Box::pin(self.turn_now(session)).await?,
-            Wait::Until(_) | Wait::Forever => {
-                let ready = pin!(async {
-                    let turn = session.entry_turn(&self.root).await?;
-                    let client = session.live().await?;
-                    reconnected(&client).await?;
-                    Ok((turn, client))
-                });
-                match wait.bound(ready).await? {
-                    Some(ready) => ready,
-                    None => return Ok(None),
-                }
-            }
-        };
-        let connection = client.clone();
-        let create = pin!(self.create(session, client, data, turn, wait));
-        wait.bound_while_connected(&connection, create).await
-    }
-
-    /// An entry turn and the live client, without waiting for a connection: the client
-    /// must be connected now, and a turn is waited for only while it stays so (creates
-    /// sent on a cut connection keep their turns until it is back).
-    ///
-    /// # Notable errors
-    /// * [`Error::Disconnected`] if the connection is down, or goes down meanwhile.
-    /// * [`Error::Renewing`] while a new session is being made.
-    async fn turn_now<'s>(
-        &self,
-        session: &'s Session,
-    ) -> Result<(SemaphorePermit<'s>, Arc<Client>)> {
-        let client = session.connected()?;
-        tokio::select! {
-            turn = session.entry_turn(&self.root) => Ok((turn?, client)),
-            () = disconnected(&client) => Err(Error::Disconnected),
         }
     }
 
@@ -144,11 +186,11 @@ impl Queue {
         &self,
         session: &Session,
         client: Arc<Client>,
-        data: &[u8],
-        turn: SemaphorePermit<'_>,
+        permit: SemaphorePermit<'_>,
         wait: Wait,
-    ) -> Result<Contender> {
-        let mut turn = Some(turn);
+    ) -> Result<Ticket> {
+        let mut permit = Some(permit);
+        let data: &[u8] = &self.id;
         let mut creating = Creating::new(session, client, &self.root, self.blockers);
         let client = creating.client.clone();
         let known = session.known_roots();
@@ -171,7 +213,7 @@ impl Queue {
             }
             let created = create.await;
             let listed = list.await;
-            drop(turn.take());
+            drop(permit.take());
             match created {
                 Ok((stat, seq)) => {
                     // The answer confirms the session: a hold made on it now is trusted.
@@ -290,7 +332,14 @@ impl Queue {
             blockers,
             acl,
             id: default_id(),
+            rejoin: true,
         })
+    }
+
+    /// The same queue; a ticket whose session expired while it waited enters again on the
+    /// new session if `rejoin`, else its acquisition fails with [`Error::SessionExpired`].
+    pub(crate) fn rejoin(self, rejoin: bool) -> Queue {
+        Queue { rejoin, ..self }
     }
 
     /// The same queue, holding with nodes whose data is `id`.
@@ -365,98 +414,6 @@ impl Queue {
             contenders.push(Listed { name, data, token });
         }
         Ok(contenders)
-    }
-
-    /// Enters the queue and waits, within `wait`, to hold, under `span` (whose `node` field
-    /// records the node): a holding, watched for its loss (deletion of its node from
-    /// [`NODE_WATCH_DELAY`] on); `None`, with the node deleted, if the deadline passed first
-    /// (with [`Wait::Never`]: if it did not hold at once). A contender whose node is lost
-    /// while it waits (deleted by someone, or gone with its expired session) enters again, at
-    /// the end of the queue.
-    ///
-    /// Not an `async fn`: a waiting acquisition is stored by the task that awaits it, so it
-    /// keeps nothing but what it needs.
-    ///
-    /// # Notable errors
-    /// As [`enter`](Self::enter) and [`Contender::wait_first`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a dropped acquisition deletes its node in the background, even if the
-    /// reply to its create was lost.
-    pub(crate) fn hold<'a>(
-        &'a self,
-        session: &'a Session,
-        wait: Wait,
-        span: Span,
-    ) -> impl Future<Output = Result<Option<Holding>>> + Send + 'a {
-        async move {
-            let mut seat = None;
-            self.hold_in(session, &mut seat, Plain(&self.id), wait)
-                .await
-        }
-        .instrument(span)
-    }
-
-    /// Waits, within `wait`, to hold with the contender in `seat`, or a new one entered
-    /// there with `terms`' data: one entered before (by [`enter`](Self::enter), or one
-    /// that held until its connection was suspended) is first checked to be still there.
-    /// `seat` keeps the contender while it waits, so that a caller that stops waiting can
-    /// leave the queue itself (and wait for its node to go); it is empty once this
-    /// returns. A contender whose node is lost while it waits enters again, at the end of
-    /// the queue, unless its session expired and `terms` says not to.
-    ///
-    /// # Notable errors
-    /// As [`hold`](Self::hold), and [`Error::SessionExpired`] if the session expired and
-    /// `terms` does not enter again.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: `seat` keeps what was reached.
-    pub(crate) async fn hold_in(
-        &self,
-        session: &Session,
-        seat: &mut Option<Contender>,
-        terms: impl Terms,
-        wait: Wait,
-    ) -> Result<Option<Holding>> {
-        let started = Instant::now();
-        loop {
-            let fresh = seat.is_none();
-            if fresh {
-                // Boxed: a waiting acquisition need not keep room for entering.
-                let entering = Box::pin(self.enter(session, terms.data(), wait));
-                let Some(entered) = entering.await? else {
-                    return Ok(None);
-                };
-                Span::current().record("node", entered.node());
-                *seat = Some(entered);
-            }
-            let Some(contender) = seat.as_mut() else {
-                continue;
-            };
-            let turn = match (wait, fresh, contender.is_first()) {
-                // Boxed: only a contender entered before takes this way.
-                (_, false, true) => Box::pin(contender.still_first()).await?,
-                (Wait::Never, _, false) => Turn::Late,
-                _ => contender.wait_first(wait).await?,
-            };
-            match (turn, seat.take()) {
-                (Turn::First, Some(contender)) => {
-                    let holding = terms.start(contender);
-                    info!(token = holding.token(), waited = ?started.elapsed(), "acquired");
-                    return Ok(Some(holding));
-                }
-                (Turn::Late, contender) => {
-                    info!("not acquired in time");
-                    if let Some(contender) = contender {
-                        // Boxed: leaving takes no room in a waiting acquisition.
-                        Box::pin(contender.give_up()).await;
-                    }
-                    return Ok(None);
-                }
-                (Turn::Expired, _) if !terms.rejoin() => return Err(Error::SessionExpired),
-                (turn, _) => warn!(?turn, "out of the queue; entering again"),
-            }
-        }
     }
 
     /// The children of the root (none if it does not exist).
@@ -534,7 +491,7 @@ impl Creating {
     /// The contender the create made, placed by a listing made after the create; it owns
     /// the node from now on. `None` if the listing lacks the node: it is gone already
     /// (deleted by someone), and a new one must be made.
-    fn contender(&mut self, node: String, czxid: i64, children: &[String]) -> Option<Contender> {
+    fn contender(&mut self, node: String, czxid: i64, children: &[String]) -> Option<Ticket> {
         let seq = sequence(&node).unwrap_or_default();
         let own = node.rsplit_once('/').map_or("", |(_, own)| own);
         if !children.iter().any(|child| child == own) {
@@ -544,7 +501,7 @@ impl Creating {
         self.armed = false;
         let ahead = Ahead::of(children, seq, self.blockers.blocks());
         debug!(%node, ahead = ahead.count, "entered the queue");
-        Some(Contender {
+        Some(Ticket {
             session: self.session.clone(),
             client: Arc::downgrade(&self.client),
             place: Place::of(&self.root, &ahead, self.blockers.crowded(children.len())),
@@ -558,7 +515,7 @@ impl Creating {
     }
 
     /// After a create whose outcome is unknown: the node if it was made.
-    async fn recover(&mut self, queue: &Queue) -> Result<Option<Contender>> {
+    async fn recover(&mut self, queue: &Queue) -> Result<Option<Ticket>> {
         let client = self.client.clone();
         reconnected(&client).await?;
         retry(&client, || client.sync(&self.root)).await?;

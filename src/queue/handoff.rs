@@ -1,15 +1,17 @@
-//! What a waiter hears while it waits on its blocker: the watches it sets besides the
-//! blocker's, and the one place where what it heard is recorded. The rule that decides from
-//! it is in the queue's module doc ("Waiting and hand-off").
+//! What a waiter hears while it waits on its blocker: the watches it sets (the blocker's,
+//! its own node's, the blocker's signal's), and the one place where what it heard is
+//! recorded. The rule that decides from it is in the queue's module doc ("Waiting and
+//! hand-off").
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Weak;
 
 use tracing::debug;
 use zookeeper_client::{Client, EventType, OneshotWatcher, StateWatcher, WatchedEvent};
 
-use crate::error::Result;
-use crate::session::retry;
+use crate::error::{Error, Result};
+use crate::session::{retry, terminal};
 
 /// The suffix of a node's left-first signal.
 const SIGNAL: &str = ".left-first";
@@ -20,15 +22,17 @@ pub(super) fn signal(node: &str) -> String {
 }
 
 /// A watch that has been set, waiting for its notification.
-pub(super) type Armed = Pin<Box<dyn Future<Output = WatchedEvent> + Send + Sync>>;
+pub(crate) type Armed = Pin<Box<dyn Future<Output = WatchedEvent> + Send + Sync>>;
 
 /// Keeps `watcher` waiting for its notification (boxed: a waiter keeps one per watch).
-pub(super) fn armed(watcher: OneshotWatcher) -> Armed {
+pub(crate) fn armed(watcher: OneshotWatcher) -> Armed {
     Box::pin(watcher.changed())
 }
 
-/// What a waiter watches besides its blocker, and what it heard of them.
+/// What a waiter watches, and what it heard of it.
 pub(super) struct HandOff {
+    /// An exists watch on the blocker, while it is there.
+    blocker: Option<Armed>,
     /// The connection's state as of arming: any change means the watches were set again.
     states: Option<StateWatcher>,
     /// An exists watch on our own node, set while it existed; gone once it fired.
@@ -42,12 +46,12 @@ pub(super) struct HandOff {
     reconnected: bool,
 }
 
-/// What a waiter heard, in the order the servers sent it.
+/// What ends a waiter's hearing, in the order the servers sent it.
 pub(super) enum Heard {
     /// Our own node was deleted.
     OwnDeleted,
-    /// The blocker's watch fired with this event.
-    Blocker(WatchedEvent),
+    /// The blocker is gone (deleted, or not there when its watch was set).
+    BlockerGone,
 }
 
 impl std::fmt::Debug for HandOff {
@@ -61,14 +65,15 @@ impl std::fmt::Debug for HandOff {
 }
 
 impl HandOff {
-    /// Watches `node` (our own, unless `own` already watches it) and, if `signals`, the
-    /// left-first signal of `blocker`. Meant to be sent with the blocker's watch, so that
-    /// all are answered in one round trip.
+    /// Watches the blocker at `blocker`, our own node at `node` (unless `own` already
+    /// watches it) and, if `signals`, the blocker's left-first signal: sent back to back,
+    /// answered in one round trip, the blocker's first. The connection's state is taken
+    /// before anything is sent. Own and signal watches that cannot be set only cost a
+    /// request once the blocker left (nothing heard then says that we hold).
     ///
     /// # Notable errors
-    /// * [`Error::ConnectionLoss`](crate::Error::ConnectionLoss),
-    ///   [`Error::SessionExpired`](crate::Error::SessionExpired),
-    ///   [`Error::Closed`](crate::Error::Closed) as [`retry`].
+    /// * [`Error::ConnectionLoss`], [`Error::SessionExpired`], [`Error::Closed`] as
+    ///   [`retry`], for the blocker's watch.
     ///
     /// # Cancel safety
     /// Cancel safe: watches set are removed when dropped.
@@ -80,6 +85,7 @@ impl HandOff {
         signals: bool,
     ) -> Result<Box<HandOff>> {
         let states = client.state_watcher();
+        let watch_blocker = watch_absent(client, blocker, false);
         let watch_own = async {
             match own {
                 Some(own) => Ok(Some(own)),
@@ -93,53 +99,86 @@ impl HandOff {
                 false => Ok(None),
             }
         };
-        let (own, signal) = tokio::try_join!(watch_own, watch_signal)?;
-        Ok(Box::new(HandOff {
-            states: Some(states),
-            own,
-            signal,
-            signalled: false,
-            reconnected: false,
+        let (watched, others) = tokio::join!(watch_blocker, async {
+            tokio::try_join!(watch_own, watch_signal)
+        });
+        let blocker_watch = watched?;
+        debug!(
+            node,
+            blocker,
+            there = blocker_watch.is_some(),
+            "watching the blocker"
+        );
+        Ok(Box::new(match others {
+            Ok((own, signal)) => HandOff {
+                blocker: blocker_watch,
+                states: Some(states),
+                own,
+                signal,
+                signalled: false,
+                reconnected: false,
+            },
+            Err(_) => HandOff {
+                blocker: blocker_watch,
+                states: None,
+                own: None,
+                signal: None,
+                signalled: false,
+                reconnected: true,
+            },
         }))
     }
 
-    /// Nothing watched besides the blocker (the watches could not be set): what is heard
-    /// never says that we hold.
-    pub(super) fn unarmed() -> Box<HandOff> {
-        Box::new(HandOff {
-            states: None,
-            own: None,
-            signal: None,
-            signalled: false,
-            reconnected: true,
-        })
-    }
-
-    /// Waits for the next thing heard about our own node, the blocker (watched by
-    /// `blocker`), the signal or the connection, in the order the servers sent them, and
-    /// records what it says; returns what needs the waiter's decision.
+    /// Waits until the blocker at `blocker` is gone or our own node is deleted, hearing
+    /// everything about our own node, the signal and the connection in the order the
+    /// servers sent it, and records what it says (see [`taken`](Self::taken)). A write
+    /// into the blocker is someone's write, not a departure: it is watched again.
     ///
     /// zookeeper-client hands one session's notifications to their watchers in the order
     /// the servers sent them, so when the blocker's notification is ready, every earlier
     /// one is ready too: the `biased` order below takes them first.
     ///
+    /// # Notable errors
+    /// * [`Error::SessionExpired`] or [`Error::Closed`] if the session ended; as
+    ///   [`retry`] when the blocker is watched again.
+    ///
     /// # Cancel safety
     /// Cancel safe: what was heard stays recorded, the watches set.
-    pub(super) async fn hear(&mut self, blocker: &mut Armed) -> Heard {
+    pub(super) async fn hear(&mut self, client: &Weak<Client>, blocker: &str) -> Result<Heard> {
         loop {
-            tokio::select! {
+            let Some(watch) = self.blocker.as_mut() else {
+                return Ok(Heard::BlockerGone);
+            };
+            let event = tokio::select! {
                 biased;
                 event = fired(&mut self.own) => match event.event_type {
-                    EventType::NodeDeleted => return Heard::OwnDeleted,
+                    EventType::NodeDeleted => return Ok(Heard::OwnDeleted),
                     // A write: the watch is spent, and our node no longer known to exist.
-                    other => debug!(?other, "our node changed"),
+                    other => {
+                        debug!(?other, "our node changed");
+                        continue;
+                    }
                 },
                 event = fired(&mut self.signal) => {
                     self.signalled = event.event_type == EventType::NodeCreated;
+                    continue;
                 }
-                () = changed(&mut self.states), if !self.reconnected => self.reconnected = true,
-                event = blocker.as_mut() => return Heard::Blocker(event),
+                () = changed(&mut self.states), if !self.reconnected => {
+                    self.reconnected = true;
+                    continue;
+                }
+                event = watch.as_mut() => event,
+            };
+            self.blocker = None;
+            match event.event_type {
+                EventType::NodeDeleted => return Ok(Heard::BlockerGone),
+                EventType::Session => return Err(terminal(event.session_state)),
+                other => debug!(%blocker, ?other, "blocker changed but may be there"),
             }
+            // A client that is gone was replaced after its session expired (a closed
+            // session ends the wait before this is reached).
+            let client = client.upgrade().ok_or(Error::SessionExpired)?;
+            self.blocker = watch_absent(&client, blocker, false).await?;
         }
     }
 

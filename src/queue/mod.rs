@@ -58,10 +58,11 @@
 //! request in the common case and one otherwise, at any queue length, and a contender
 //! reports holding only while its own node is known to exist.
 //!
-//! The functions: [`Queue::hold`] (every lock; an election's candidates through
-//! [`Queue::hold_in`]) → [`Queue::enter`] (`create`) → `Contender::wait_first`
-//! (`wait_until_first`) → `gone` ([`handoff::HandOff::arm`], `hear`, `taken`) →
-//! `own_exists` or `look_again` → [`Holding::start`].
+//! The steps, by name: [`Queue::acquire`] (every recipe) → [`Queue::enter`] (the session's
+//! `ready`, then `create`: create ‖ list, placed by `Place::of`) → [`Ticket::wait_first`]:
+//! `HandOff::arm` (blocker, own node, signal), `HandOff::hear`, then `HandOff::taken` or,
+//! when what was heard does not say, `Ticket::ask` (own node, or a listing) → first; the
+//! recipe then starts its hold (`Holding::start`, in the hold core).
 //!
 //! The rule is model-checked: `model` (test only) models this protocol — contenders,
 //! servers with one ordered notification queue per session, multis, connection loss and
@@ -87,14 +88,12 @@
 //!
 //! # Holding
 //!
-//! A contender that holds is watched in the background for the moment it can no longer be
-//! trusted: session expiry, suspension, deletion of its node ([`holding`]). Guards and
-//! leaderships share that one implementation.
+//! A ticket that is first is handed to the hold core ([`crate::hold`]), which watches it
+//! for its loss and releases it: the queue knows nothing of holds.
 
 mod contender;
 mod entering;
 mod handoff;
-mod holding;
 mod leaving;
 #[cfg(test)]
 mod model;
@@ -109,10 +108,9 @@ use zookeeper_client::Client;
 use crate::error::Result;
 use crate::session::disconnected;
 
-pub(crate) use contender::{Contender, Turn};
+pub(crate) use contender::{Ticket, Turn};
 pub(crate) use entering::Queue;
-use holding::NODE_WATCH_DELAY;
-pub(crate) use holding::{Holding, NodeWatch};
+pub(crate) use handoff::{armed, Armed};
 pub(crate) use leaving::{spawn_removal, Left, Removal};
 pub(crate) use order::{is_contender_name, sort_contenders};
 
@@ -261,35 +259,5 @@ impl Wait {
             done = work => done.map(Some),
             () = self.passed() => Ok(None),
         }
-    }
-}
-
-/// What a recipe asks of [`Queue::hold_in`] beyond the queue: what its node carries,
-/// whether it enters again after its session expired, and how a holding starts.
-pub(crate) trait Terms: Send {
-    /// The data of the node.
-    fn data(&self) -> &[u8];
-    /// Whether a contender whose session expired enters again on the new session.
-    fn rejoin(&self) -> bool;
-    /// The holding of `contender`, which is first with its node known to exist.
-    fn start(self, contender: Contender) -> Holding;
-}
-
-/// A lock's terms: a node holding the contender's id, entered again after expiry, its
-/// deletion watched from [`NODE_WATCH_DELAY`] on. Takes little room in a waiting
-/// acquisition.
-struct Plain<'a>(&'a [u8]);
-
-impl Terms for Plain<'_> {
-    fn data(&self) -> &[u8] {
-        self.0
-    }
-
-    fn rejoin(&self) -> bool {
-        true
-    }
-
-    fn start(self, contender: Contender) -> Holding {
-        Holding::start(contender, NodeWatch::After(NODE_WATCH_DELAY), None)
     }
 }

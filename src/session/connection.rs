@@ -8,7 +8,7 @@ use tracing::debug;
 use zookeeper_client::{Client, SessionState, StateWatcher};
 
 use crate::error::{outcome_unknown, Error, Result};
-use crate::trust::Loss;
+use crate::loss::Loss;
 
 /// How many times one request is sent while its outcome stays unknown (the connection broke
 /// with it in flight) before it fails with [`Error::ConnectionLoss`]. A request the servers

@@ -14,10 +14,10 @@ use tracing::{debug, info, warn};
 use zookeeper_client::{Client, SessionState};
 
 use super::dialer::Dialer;
+use super::liveness::{keep_confirming, Liveness};
 use super::nodelay::Servers;
 use super::{CloseReason, Current, Inner, SessionEvent};
 use crate::error::{Error, Result};
-use crate::trust::{keep_confirming, Liveness};
 
 /// Publishes the client's state changes and renews the session after expiry, until the
 /// session is closed or every `Session` clone is gone; sets `TCP_NODELAY` on every new

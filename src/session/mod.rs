@@ -6,12 +6,13 @@ mod credentials;
 mod dialer;
 mod hosts;
 mod keeper;
+mod liveness;
 mod nodelay;
+mod permits;
 mod probe;
 mod roots;
 #[cfg(feature = "tls")]
 mod tls;
-mod turns;
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -35,7 +36,7 @@ pub(crate) use roots::KnownRoots;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::trust::Liveness;
+pub(crate) use liveness::Liveness;
 
 /// What happened to the session, as published by [`Session::events`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,8 +171,8 @@ struct Inner {
     current: watch::Sender<Current>,
     events: watch::Sender<SessionEvent>,
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
-    /// Turns to enter a queue: a bounded number at once per root.
-    entries: turns::EntryTurns,
+    /// Permits to enter a queue: a bounded number at once per root.
+    entries: permits::EntryPermits,
     /// Roots it, or another session to the same servers, entered a queue under lately
     /// (see [`roots`]).
     roots: Arc<KnownRoots>,
@@ -186,7 +187,7 @@ struct Inner {
 
 impl Inner {
     /// Ends the session for good because of `reason` (unless it ended already): no client
-    /// any more, [`SessionEvent::Closed`], no more turns to enter a queue.
+    /// any more, [`SessionEvent::Closed`], no more permits to enter a queue.
     fn end(&self, reason: CloseReason) {
         let _ = self.close_reason.set(reason);
         self.current.send_replace(Current::Closed);
@@ -248,7 +249,7 @@ impl Session {
             current,
             events,
             keeper: std::sync::Mutex::new(None),
-            entries: turns::EntryTurns::new(),
+            entries: permits::EntryPermits::new(),
             roots: KnownRoots::of(&target),
             close_reason: OnceLock::new(),
             liveness: std::sync::Mutex::new(liveness.clone()),
@@ -414,17 +415,54 @@ impl Session {
         drop(self.inner.runtime.spawn(task));
     }
 
-    /// A turn to enter the queue under `root` on this session, waited for while a bounded
-    /// number of entries on that root are under way (see [`turns`]); the entry gives it
-    /// back once its create and listing are answered.
+    /// A permit to enter the queue under `root` (waited for while a bounded number of
+    /// entries on that root are under way, see [`permits`]) and the client of the live
+    /// session once it is connected. The entry gives the permit back once its create and
+    /// listing are answered.
     ///
     /// # Notable errors
     /// * [`Error::Closed`] if the session was closed.
+    /// * [`Error::SessionExpired`] if the live session ended as it connected.
     ///
     /// # Cancel safety
-    /// Cancel safe: turns are handed out in order, and a dropped wait takes none.
-    pub(crate) async fn entry_turn(&self, root: &str) -> Result<SemaphorePermit<'_>> {
-        self.inner.entries.turn(root).await.ok_or(Error::Closed)
+    /// Cancel safe: permits are handed out in order, and a dropped wait takes none.
+    pub(crate) async fn ready(&self, root: &str) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
+        let permit = self.inner.entries.permit(root).await.ok_or(Error::Closed)?;
+        Ok((permit, self.live_connected().await?))
+    }
+
+    /// The client of the live session once it is connected, waiting while a new session is
+    /// being made and while the connection is down.
+    ///
+    /// # Notable errors
+    /// * [`Error::Closed`] after [`close`](Self::close).
+    /// * [`Error::SessionExpired`] if the live session ended as it connected.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; wrap it in the caller's own bound.
+    pub(crate) async fn live_connected(&self) -> Result<Arc<Client>> {
+        let client = self.live().await?;
+        reconnected(&client).await?;
+        Ok(client)
+    }
+
+    /// A permit to enter the queue under `root` and the live client, without waiting for a
+    /// connection: the client must be connected now, and a permit is waited for only while
+    /// it stays so (creates sent on a cut connection keep their permits until it is back).
+    ///
+    /// # Notable errors
+    /// * [`Error::Disconnected`] if the connection is down, or goes down meanwhile.
+    /// * [`Error::Renewing`] while a new session is being made.
+    /// * [`Error::Closed`] if the session was closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn ready_now(&self, root: &str) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
+        let client = self.connected()?;
+        tokio::select! {
+            permit = self.inner.entries.permit(root) => Ok((permit.ok_or(Error::Closed)?, client)),
+            () = disconnected(&client) => Err(Error::Disconnected),
+        }
     }
 
     /// The recipe roots this session, or another of this process to the same servers,

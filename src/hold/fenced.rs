@@ -2,20 +2,14 @@
 //!
 //! The semantics are stated on [`Fenced`], the public face of this module.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use tracing::{info_span, Instrument};
+use zookeeper_client::{CreateMode, MultiWriteError, MultiWriteResult, MultiWriter};
 
-use tracing::{debug, info, info_span, Instrument};
-use zookeeper_client::Error as Zk;
-use zookeeper_client::{Client, CreateMode, MultiWriteError, MultiWriteResult, MultiWriter};
-
+use super::Core;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::{Holding, MAX_DATA};
-use crate::revoke::{at, REVOKE};
-use crate::session::{connected_now, retry, Session};
-use crate::trust::Trust;
+use crate::queue::MAX_DATA;
 
 /// The bytes a multi spends on one operation besides its path and data, at most: its
 /// header (type, done flag, error: 9 bytes), the lengths of path and data (8), a version or
@@ -27,176 +21,6 @@ const OP_OVERHEAD: usize = 96;
 /// node keeps changing between its read and the write (others write into it: a request to
 /// let go, a hint).
 const OWN_NODE_ATTEMPTS: u32 = 3;
-
-/// What a hold offers for writes fenced by it: the holder's node, on the holder's session.
-#[derive(Clone, Debug)]
-pub(crate) struct Fence {
-    /// The ACL of nodes the holder's session creates.
-    acl: NodeAcl,
-    /// The recipe's session: once it is closed, nothing is written, even while a request
-    /// in flight still keeps its client alive.
-    session: Option<Session>,
-    /// The client of the session the node belongs to: a later session never writes for it.
-    client: Weak<Client>,
-    node: Arc<str>,
-    trust: Trust,
-    /// The node's latch of a request to let go (its contender's: shared by every handle of
-    /// the node, across a leader's terms), so that a later write of the holder's own into it
-    /// (a proclamation) cannot withdraw the request.
-    asked: Arc<AtomicBool>,
-}
-
-impl Fence {
-    /// Whether a request to let go was seen in the node.
-    pub(crate) fn asked(&self) -> bool {
-        self.asked.load(Ordering::Acquire)
-    }
-
-    /// Takes note of the node's data, read by the holder: a request to let go in it stays
-    /// heard, whatever is written into the node later.
-    pub(crate) fn note(&self, data: &[u8]) {
-        if data == REVOKE {
-            self.asked.store(true, Ordering::Release);
-        }
-    }
-
-    /// Reads the holder's node, notes a request to let go in it, and returns its version.
-    /// Waits for no connection, as the fenced write after it does not: one read.
-    ///
-    /// # Notable errors
-    /// * [`Error::Lost`] if the hold reads as lost or its node is gone.
-    /// * [`Error::Disconnected`] at once if the connection is down; [`Error::ConnectionLoss`]
-    ///   if it broke with the read in flight.
-    pub(crate) async fn read_own_node(&self) -> Result<i32> {
-        let client = self.connected()?;
-        match client.get_data(self.node()).await {
-            Ok((data, stat)) => {
-                self.note(&data);
-                Ok(stat.version)
-            }
-            Err(zookeeper_client::Error::NoNode) => Err(self.lost()),
-            Err(err) => Err(Error::at(self.node(), err)),
-        }
-    }
-
-    /// Full path of the holder's node.
-    pub(crate) fn node(&self) -> &str {
-        &self.node
-    }
-
-    pub(crate) fn trust(&self) -> &Trust {
-        &self.trust
-    }
-
-    /// The error of a hold that is over.
-    pub(crate) fn lost(&self) -> Error {
-        Error::Lost {
-            node: self.node.to_string(),
-        }
-    }
-
-    /// The holder's client, while the hold reads as intact.
-    ///
-    /// # Notable errors
-    /// * [`Error::Lost`] if the hold reads as lost, or its session is gone or closed.
-    pub(crate) fn client(&self) -> Result<Arc<Client>> {
-        let open = self
-            .session
-            .as_ref()
-            .is_some_and(|session| session.close_reason().is_none());
-        match self.client.upgrade() {
-            Some(client) if open && !self.trust.is_lost() => Ok(client),
-            _ => Err(self.lost()),
-        }
-    }
-
-    /// The holder's client, while the hold reads as intact and the client is connected.
-    ///
-    /// # Notable errors
-    /// * [`Error::Disconnected`] if the connection is down.
-    /// * [`Error::Lost`] as [`client`](Self::client), or if its session ended.
-    pub(crate) fn connected(&self) -> Result<Arc<Client>> {
-        let client = self.client()?;
-        connected_now(&client).map_err(|err| match err {
-            Error::Disconnected => err,
-            _ => self.lost(),
-        })?;
-        Ok(client)
-    }
-
-    /// An empty transaction fenced by this hold.
-    pub(crate) fn fenced(&self) -> Fenced {
-        Fenced {
-            fence: self.clone(),
-            ops: Vec::new(),
-        }
-    }
-
-    /// Resolves once `__REVOKE__` is in the holder's node.
-    ///
-    /// # Notable errors
-    /// * [`Error::Lost`] if the hold ends (or reads as lost) first.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn revocation_requested(&self) -> Result<()> {
-        let span = info_span!("zk.revocation_requested", node = %self.node());
-        async {
-            loop {
-                if self.asked() {
-                    info!("asked to let go");
-                    return Ok(());
-                }
-                let client = self.client()?;
-                let read = tokio::select! {
-                    read = retry(&client, || client.get_and_watch_data(self.node())) => read,
-                    _ = self.trust().lost() => return Err(self.lost()),
-                };
-                drop(client);
-                let watcher = match read {
-                    Ok((data, _, _)) if data == REVOKE => {
-                        self.note(&data);
-                        continue;
-                    }
-                    Ok((_, _, watcher)) => watcher,
-                    Err(Error::ZooKeeper(Zk::NoNode) | Error::SessionExpired | Error::Closed) => {
-                        return Err(self.lost())
-                    }
-                    Err(err) => return Err(at(self.node(), err)),
-                };
-                tokio::select! {
-                    event = watcher.changed() => debug!(?event, "our node changed"),
-                    _ = self.trust().lost() => return Err(self.lost()),
-                }
-            }
-        }
-        .instrument(span)
-        .await
-    }
-}
-
-/// What offers a [`Fence`]: a queue's [`Holding`], a leader's term.
-pub(crate) trait Fences {
-    /// What writes fenced by this hold, and revocation, need.
-    fn fence(&self) -> Fence;
-}
-
-impl Fences for Holding {
-    fn fence(&self) -> Fence {
-        let (acl, session, client, asked) = match self.owner() {
-            Some((acl, session, client, asked)) => (acl, Some(session), client, asked),
-            None => (NodeAcl::default(), None, Weak::new(), Arc::default()),
-        };
-        Fence {
-            acl,
-            session,
-            client,
-            node: self.node().into(),
-            trust: self.trust().clone(),
-            asked,
-        }
-    }
-}
 
 /// A transaction fenced by a hold: the operations added, committed in one multi behind a
 /// check that the holder's node exists.
@@ -256,7 +80,8 @@ impl Fences for Holding {
 #[derive(Debug)]
 #[must_use = "nothing is written until `commit` is awaited"]
 pub struct Fenced {
-    fence: Fence,
+    /// The hold that fences it.
+    hold: Core,
     ops: Vec<Op>,
 }
 
@@ -304,6 +129,14 @@ pub enum Written {
 }
 
 impl Fenced {
+    /// An empty transaction fenced by `hold`.
+    pub(super) fn new(hold: Core) -> Fenced {
+        Fenced {
+            hold,
+            ops: Vec::new(),
+        }
+    }
+
     /// Creates `path` with `data`, as `mode` (persistent, sequential, ephemeral on the
     /// holder's session, …), with the session's [`NodeAcl`](crate::NodeAcl). Fails the
     /// transaction if `path` exists or its parent does not.
@@ -368,7 +201,7 @@ impl Fenced {
     /// Not cancel safe in effect: once sent, a dropped commit may or may not be written (all
     /// or nothing, and only while the hold was intact).
     pub async fn commit(self) -> Result<Vec<Written>> {
-        let span = info_span!("zk.fenced.commit", node = %self.fence.node, ops = self.ops.len());
+        let span = info_span!("zk.fenced.commit", node = %self.hold.node(), ops = self.ops.len());
         async {
             self.validate()?;
             let mut attempt = 1;
@@ -393,14 +226,14 @@ impl Fenced {
     /// version read: a request to let go in it is latched before it is written over, never
     /// withdrawn unseen.
     async fn send(&self) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
-        let client = self.fence.connected()?;
+        let client = self.hold.connected()?;
         let version = match self.own_node_write() {
-            Some(_) => self.fence.read_own_node().await?,
+            Some(_) => self.hold.read_own_node().await?,
             None => -1,
         };
-        let acl = self.fence.acl;
+        let acl = self.hold.acl();
         let mut writer = client.new_multi_writer();
-        writer.add_check_version(&self.fence.node, version)?;
+        writer.add_check_version(self.hold.node(), version)?;
         for (index, op) in self.ops.iter().enumerate() {
             op.add_to(&mut writer, acl)
                 .map_err(|err| invalid(index, op, &err.to_string()))?;
@@ -412,12 +245,12 @@ impl Fenced {
     fn own_node_write(&self) -> Option<usize> {
         self.ops
             .iter()
-            .position(|op| matches!(op, Op::SetData { path, .. } if **path == *self.fence.node))
+            .position(|op| matches!(op, Op::SetData { path, .. } if **path == *self.hold.node()))
     }
 
     /// Checks every operation before anything is sent.
     fn validate(&self) -> Result<()> {
-        let mut size = self.fence.node.len() + OP_OVERHEAD;
+        let mut size = self.hold.node().len() + OP_OVERHEAD;
         for op in &self.ops {
             if let Err(Error::InvalidPath { reason, .. }) = path::validate_root(op.path()) {
                 return Err(Error::InvalidPath {
@@ -451,18 +284,18 @@ impl Fenced {
             Err(MultiWriteError::OperationFailed {
                 index: 0,
                 source: Zk::NoNode,
-            }) => Err(self.fence.lost()),
+            }) => Err(self.hold.lost_error()),
             // The version read of the holder's node moved: the write into it failed.
             Err(MultiWriteError::OperationFailed {
                 index: 0,
                 source: Zk::BadVersion,
             }) => Err(Error::FencedOpFailed {
                 index: self.own_node_write().unwrap_or_default(),
-                path: self.fence.node.to_string(),
+                path: self.hold.node().to_string(),
                 reason: Zk::BadVersion,
             }),
             Err(MultiWriteError::OperationFailed { index: 0, source }) => {
-                Err(Error::at(&self.fence.node, source))
+                Err(Error::at(self.hold.node(), source))
             }
             Err(MultiWriteError::OperationFailed { index, source }) => {
                 let path = self.ops.get(index - 1).map_or("", Op::path);
@@ -474,9 +307,9 @@ impl Fenced {
             }
             Err(MultiWriteError::RequestFailed {
                 source: Zk::SessionExpired | Zk::ClientClosed,
-            }) => Err(self.fence.lost()),
+            }) => Err(self.hold.lost_error()),
             Err(MultiWriteError::RequestFailed { source }) => {
-                Err(Error::at(&self.fence.node, source))
+                Err(Error::at(self.hold.node(), source))
             }
         }
     }

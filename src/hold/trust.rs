@@ -9,51 +9,12 @@
 //! (a log line, a callback): nothing a subscriber, a full stderr or user code does may keep
 //! a holder from learning it.
 
-mod liveness;
-
 use std::sync::Arc;
 
 use tokio::sync::{watch, Notify};
 
-pub(crate) use liveness::{keep_confirming, Liveness};
-
-/// Why a held lock or leadership can no longer be trusted.
-///
-/// Holds on one session that one event ends report the same `Loss`: the session decides
-/// the cause once, as the first of these it sees, and every hold made before reads it
-/// (a hold made after it, once the session is trusted again, is not ended by it):
-///
-/// | event | `Loss` |
-/// |---|---|
-/// | the clock passed the time until which the servers certainly keep the session (a pause or starvation of the process, or servers out of reach, longer than the session timeout) | [`Lapsed`](Loss::Lapsed) |
-/// | the connection went down (and stayed down past [`SessionBuilder::tolerate_suspension`](crate::SessionBuilder::tolerate_suspension), if set) | [`Suspended`](Loss::Suspended) |
-/// | the servers expired the session | [`SessionExpired`](Loss::SessionExpired) |
-/// | [`Session::close`](crate::Session::close), or the session ended for good | [`Closed`](Loss::Closed) |
-///
-/// So a process stopped past its session timeout reports [`Lapsed`](Loss::Lapsed) on every
-/// hold when it wakes if its clock is looked at first, or [`Suspended`](Loss::Suspended) /
-/// [`SessionExpired`](Loss::SessionExpired) on every hold if the connection's state
-/// is seen first; never a mix. What ends one hold only, its node deleted by someone
-/// ([`NodeDeleted`](Loss::NodeDeleted)), its node that can no longer be watched
-/// ([`Suspended`](Loss::Suspended)), or its release ([`Closed`](Loss::Closed)), is its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Loss {
-    /// The ZooKeeper session expired (or the client gave up on it).
-    SessionExpired,
-    /// The connection was suspended: the session may be alive, but another contender may
-    /// be let in before this one hears of it. Also when the node can no longer be watched.
-    Suspended,
-    /// The node was deleted by someone else.
-    NodeDeleted,
-    /// The session was closed.
-    Closed,
-    /// The servers have not confirmed the session for as long as they keep one that they
-    /// do not hear from (its session timeout, counted from the sending of the last request
-    /// of ours they answered): they may have expired it and let another contender in. The
-    /// process was paused or starved past that time, or could not reach the servers.
-    Lapsed,
-}
+use crate::loss::Loss;
+use crate::session::Liveness;
 
 /// Whether a hold can still be trusted, and why not; shared by the holding, its guards
 /// and leaderships.
@@ -172,6 +133,57 @@ impl Trust {
     }
 }
 
+/// A hold's loss as a value of its own: owned, cloneable and `'static`, so that a task that
+/// watches the hold while another works under it needs no borrow of the hold (as a leader in
+/// client-go is handed a context, or a task a tokio `CancellationToken`). Every hold offers
+/// one (`loss_signal()`, see [`Hold::loss_signal`](crate::Hold::loss_signal)); it reads what
+/// the hold's own `is_lost()` and `lost()` read, from any task, and outlives the hold: once
+/// the hold is released or dropped it reads as lost ([`Loss::Closed`], unless a loss came
+/// first).
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+/// let guard = zk_recipes::Mutex::new(&session, "/locks/orders")?.lock().await?;
+/// let signal = guard.loss_signal();
+/// let watcher = tokio::spawn(async move {
+///     let loss = signal.lost().await;
+///     eprintln!("stop work: {loss:?}");
+/// });
+/// // ... work, checking guard.is_lost() between steps ...
+/// guard.release().await?;
+/// watcher.await.ok();
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LossSignal(Trust);
+
+impl LossSignal {
+    /// The signal of a hold trusted as `trust` says.
+    pub(crate) fn new(trust: Trust) -> LossSignal {
+        LossSignal(trust)
+    }
+
+    /// Whether the hold can no longer be trusted; read from the clock too, as the hold's
+    /// own `is_lost()`.
+    pub fn is_lost(&self) -> bool {
+        self.0.is_lost()
+    }
+
+    /// Why the hold can no longer be trusted, if it cannot.
+    pub fn loss(&self) -> Option<Loss> {
+        self.0.loss()
+    }
+
+    /// Resolves once the hold can no longer be trusted; says why ([`Loss::Closed`] once
+    /// the hold was released or dropped).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn lost(&self) -> Loss {
+        self.0.lost().await
+    }
+}
+
 /// Run just before a loss is published, as part of publishing it (an election steps its
 /// role down with it). It must only publish: send on a channel, never log or wait.
 pub(crate) type Announce = Box<dyn FnOnce() + Send>;
@@ -232,6 +244,6 @@ impl Drop for Publisher {
             // It only sends on a channel; a panic must not stop the loss from following.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(announce));
         }
-        self.report.publish(self.loss.unwrap_or(Loss::Suspended));
+        self.report.publish(self.loss.unwrap_or(Loss::Unwatched));
     }
 }

@@ -1,16 +1,35 @@
-//! [`Hold`]: what everything held offers — a [`MutexGuard`](crate::MutexGuard), an
-//! [`RwLockReadGuard`](crate::RwLockReadGuard) or [`RwLockWriteGuard`](crate::RwLockWriteGuard),
-//! a [`Lease`](crate::Lease), a [`Leadership`](crate::Leadership): its fencing token, its
-//! node, whether it is lost, and its release.
+//! The hold core: what every hold is a thin shell over, and [`Hold`], what every hold
+//! offers.
+//!
+//! A ticket of the queue that is first becomes a [`Holding`] ([`Holding::start`]): it owns
+//! the hold's [`Core`] — the node's identity on its session (path, fencing token, client),
+//! its [trust](trust) and loss, its fence ([`Fenced`] writes check that very node), and the
+//! node's latch of a request to let go — watches it in the background for its loss, and
+//! is the one way the node is released. A [`MutexGuard`](crate::MutexGuard), the
+//! [`RwLock`](crate::RwLock) guards, a [`Lease`](crate::Lease) and a
+//! [`Leadership`](crate::Leadership) each keep a holding (or, for a leadership, its core)
+//! and write the methods of [`Hold`] as one-line delegations to it: no recipe builds its
+//! own trust, fence or latch.
 //!
 //! Each of those types has the same methods of its own too, so calling them needs no
 //! import of the trait; the trait is for code that treats them alike (`Box<dyn Hold>`,
 //! `impl Hold`).
 
+mod core;
+mod fenced;
+mod holding;
+mod trust;
+
 use async_trait::async_trait;
 
+pub(crate) use self::core::Core;
+pub use fenced::{Fenced, Written};
+pub(crate) use holding::{Holding, NodeWatch};
+pub(crate) use trust::Announce;
+pub use trust::LossSignal;
+
 use crate::error::Result;
-use crate::trust::Loss;
+use crate::loss::Loss;
 
 /// Something held in ZooKeeper: a lock, a lease or a leadership, on a node of its own.
 ///
@@ -38,6 +57,9 @@ pub trait Hold: Send + Sync + std::fmt::Debug {
     fn is_lost(&self) -> bool;
     /// Resolves once the hold can no longer be trusted; says why.
     async fn lost(&self) -> Loss;
+    /// The hold's loss as an owned, cloneable value, for a task that watches the hold
+    /// without borrowing it; see [`LossSignal`].
+    fn loss_signal(&self) -> LossSignal;
     /// Gives up the hold and returns once its node is gone.
     ///
     /// # Notable errors

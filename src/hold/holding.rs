@@ -4,25 +4,24 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, info_span, warn, Instrument};
 use zookeeper_client::{Client, EventType, OneshotWatcher};
 
-use super::handoff::{armed, Armed};
-use super::leaving::Left;
-use super::Contender;
-use crate::acl::NodeAcl;
+use super::trust::{Announce, Report, Trust};
+use super::Core;
 use crate::error::{Error, Result};
-use crate::session::{connection_lost, retry, terminal, Session};
-use crate::trust::{Announce, Loss, Report, Trust};
+use crate::loss::Loss;
+use crate::queue::{armed, Armed, Left, Ticket};
+use crate::session::{connection_lost, retry, terminal};
 
 /// How long after acquisition a holder starts watching its own node for deletion by someone
 /// else (at once when its loss is awaited): short critical sections then cost no watch
 /// request; session expiry and suspension are noticed from the start regardless.
-pub(super) const NODE_WATCH_DELAY: Duration = Duration::from_millis(10);
+const NODE_WATCH_DELAY: Duration = Duration::from_millis(10);
 
 /// When a holder starts watching its own node for deletion by someone else.
 pub(crate) enum NodeWatch {
@@ -35,12 +34,13 @@ pub(crate) enum NodeWatch {
     Set(Armed),
 }
 
-/// A contender that holds (first, or among few enough), with its node known to exist.
-/// Dropping it deletes the node in the background.
+/// A contender that holds (first, or among few enough), with its node known to exist: the
+/// owner of a hold's [`Core`], watched in the background for its loss, and the one way a
+/// hold's node is released. Dropping it deletes the node in the background.
 #[derive(Debug)]
 pub(crate) struct Holding {
-    contender: Option<Contender>,
-    trust: Trust,
+    ticket: Option<Ticket>,
+    core: Core,
     /// The loss, as reported to `trust` (by the monitor, or [`end`](Self::end), which
     /// reports [`Loss::Closed`] before the node is deleted on purpose, so that its deletion
     /// is not a loss).
@@ -52,37 +52,32 @@ impl Holding {
     /// Starts watching `contender`, which must hold (be first, or among few enough), for its
     /// loss; `announce` runs as part of publishing it.
     pub(crate) fn start(
-        mut contender: Contender,
+        mut ticket: Ticket,
         node_watch: NodeWatch,
         announce: Option<Announce>,
     ) -> Holding {
         // A watch on the node that is set already (while it waited) costs nothing to keep.
-        let set = contender
-            .handoff
-            .take()
-            .and_then(|handoff| handoff.into_own());
-        let liveness = contender
-            .client
-            .upgrade()
-            .and_then(|client| contender.session.liveness(&client));
+        let set = ticket.take_own_watch();
+        let session = ticket.session();
+        let client = ticket.client();
+        let live = client.upgrade();
+        let liveness = live.as_ref().and_then(|c| session.liveness(c));
         let (trust, report) = Trust::new(liveness);
         let watching = Watching {
-            client: contender.client.clone(),
-            node: contender.node.clone(),
+            client: client.clone(),
+            node: ticket.node().into(),
             trust: trust.clone(),
-            tolerated: contender
-                .client
-                .upgrade()
-                .and_then(|client| contender.session.tolerated(&client)),
+            tolerated: live.as_ref().and_then(|c| session.tolerated(c)),
         };
+        let core = Core::new(&ticket, trust);
         // Not the session itself: a monitor that waits for its watch to fire must not keep
         // a session open that its owner dropped.
-        let closing = contender.session.closing();
+        let closing = session.closing();
         let node_watch = match set {
             Some(set) => NodeWatch::Set(set),
             None => node_watch,
         };
-        let span = info_span!("zk.queue.held", node = %contender.node);
+        let span = info_span!("zk.hold.watch", node = %ticket.node());
         let mut publisher = report.publisher(announce);
         let monitor = tokio::spawn(
             async move {
@@ -101,44 +96,29 @@ impl Holding {
             .instrument(span),
         );
         Holding {
-            contender: Some(contender),
-            trust,
+            ticket: Some(ticket),
+            core,
             report,
             monitor,
         }
     }
-    pub(crate) fn trust(&self) -> &Trust {
-        &self.trust
+
+    /// The holding of a lock or a lease on `ticket`, which must hold: its node's deletion
+    /// is watched from [`NODE_WATCH_DELAY`] on (at once if its loss is awaited).
+    pub(crate) fn of_lock(ticket: Ticket) -> Holding {
+        Holding::start(ticket, NodeWatch::After(NODE_WATCH_DELAY), None)
     }
 
-    /// Full path of the node (empty once released).
-    pub(crate) fn node(&self) -> &str {
-        self.contender.as_ref().map_or("", Contender::node)
+    /// The hold's core, which every handle of it shares.
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
     }
 
-    pub(crate) fn token(&self) -> u64 {
-        self.contender.as_ref().map_or(0, Contender::token)
-    }
-
-    /// The ACL of the nodes its session creates, its session, the client of the session
-    /// its node belongs to, and the node's latch of a request to let go, shared by every
-    /// handle of the node (none once released).
-    pub(crate) fn owner(&self) -> Option<(NodeAcl, Session, Weak<Client>, Arc<AtomicBool>)> {
-        let c = self.contender.as_ref()?;
-        let session = c.session.clone();
-        Some((
-            session.node_acl(),
-            session,
-            c.client.clone(),
-            c.asked.clone(),
-        ))
-    }
-
-    /// Stops watching and gives the contender back, to wait or hold again.
-    pub(crate) fn into_contender(mut self) -> Option<Contender> {
+    /// Stops watching and gives the ticket back, to wait or hold again.
+    pub(crate) fn into_ticket(mut self) -> Option<Ticket> {
         self.end();
         self.monitor.abort();
-        self.contender.take()
+        self.ticket.take()
     }
 
     /// Ends the holding for everyone who watches its trust, before the caller goes on: a
@@ -153,7 +133,7 @@ impl Holding {
     /// The loss seen so far, if any ([`Loss::Lapsed`] once the session is no longer
     /// confirmed).
     fn loss(&self) -> Option<Loss> {
-        self.trust.loss()
+        self.core.trust().loss()
     }
 
     /// Deletes the node, whatever was written into it, and returns once it is gone:
@@ -172,19 +152,17 @@ impl Holding {
     pub(crate) async fn release(mut self) -> Result<()> {
         let lost = self.loss();
         self.end();
-        let Some(contender) = self.contender.take() else {
+        let Some(ticket) = self.ticket.take() else {
             return Ok(());
         };
-        let lost_error = Error::Lost {
-            node: contender.node().to_owned(),
-        };
+        let lost_error = self.core.lost_error();
         if matches!(lost, Some(Loss::SessionExpired | Loss::Closed)) {
-            contender.disown();
+            ticket.disown();
             return Err(lost_error);
         }
-        match (contender.leave().await?, lost) {
+        match (ticket.leave().await?, lost) {
             (Left::Deleted | Left::WithSession, None) => {
-                info!("released");
+                debug!(node = %self.core.node(), "released");
                 Ok(())
             }
             (Left::AlreadyGone, _) | (_, Some(_)) => Err(lost_error),
@@ -195,8 +173,8 @@ impl Holding {
 impl Drop for Holding {
     fn drop(&mut self) {
         self.end();
-        if let Some(contender) = self.contender.take() {
-            debug!(node = %contender.node(), "dropped while held; leaving in the background");
+        if let Some(ticket) = self.ticket.take() {
+            debug!(node = %ticket.node(), "dropped while held; leaving in the background");
         }
     }
 }
@@ -319,9 +297,13 @@ impl Watching {
             Ok(None) => Err(Loss::Closed),
             Err(Error::Closed) => Err(self.trust.of_session(Loss::Closed)),
             Err(Error::SessionExpired) => Err(self.trust.of_session(Loss::SessionExpired)),
-            Err(err) => {
-                warn!(%err, "cannot watch our node");
+            Err(err @ (Error::ConnectionLoss | Error::Disconnected)) => {
+                warn!(node = %self.node, %err, "cannot watch our node: the connection fails");
                 Err(Loss::Suspended)
+            }
+            Err(err) => {
+                warn!(node = %self.node, %err, "cannot watch our node");
+                Err(Loss::Unwatched)
             }
         }
     }

@@ -35,7 +35,7 @@ use tokio::sync::Notify;
 use tracing::{debug, debug_span, Instrument};
 use zookeeper_client::{Client, SessionId};
 
-use super::Loss;
+use crate::loss::Loss;
 
 /// How many ended epochs' causes are remembered: a hold of an older epoch saw its own loss
 /// long ago (its monitor publishes it as soon as the epoch ends).

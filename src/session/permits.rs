@@ -1,15 +1,15 @@
-//! Entry turns: how many queue entries (a create and the listing sent with it) one session
+//! Entry permits: how many queue entries (a create and the listing sent with it) one session
 //! has in flight at once, per root.
 //!
 //! A listing holds the whole queue of its root. A burst of waiters on one root would
 //! otherwise send all its creates and listings together: every listing holds the whole
 //! queue (names in flight grow with the square of the burst), and the client's buffers and
 //! the entering states all grow with the burst and stay grown. So a root has at most
-//! [`PER_ROOT`] entries in flight on a session; the others wait their turn, in order.
+//! [`PER_ROOT`] entries in flight on a session; the others wait for a permit, in order.
 //!
 //! Entries on different roots do not wait for each other (a lock per key, many tasks):
-//! their listings are small. Roots share turns by stripe (a hash of the root picks one
-//! of [`STRIPES`] groups of [`PER_ROOT`] turns), so no map of roots is kept and the bound
+//! their listings are small. Roots share permits by stripe (a hash of the root picks one
+//! of [`STRIPES`] groups of [`PER_ROOT`] permits), so no map of roots is kept and the bound
 //! holds for every root: names listed at once stay below `PER_ROOT` × the queued
 //! contenders, as with one group for the whole session.
 
@@ -21,35 +21,35 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 /// full.
 pub(crate) const PER_ROOT: usize = 16;
 
-/// Groups of turns: roots whose hashes pick different groups never wait for each other.
+/// Groups of permits: roots whose hashes pick different groups never wait for each other.
 const STRIPES: usize = 64;
 
-/// A session's entry turns.
+/// A session's entry permits.
 #[derive(Debug)]
-pub(crate) struct EntryTurns {
+pub(crate) struct EntryPermits {
     stripes: Box<[Semaphore]>,
     /// Keys the hash, the same for every root of this session.
     hasher: std::hash::RandomState,
 }
 
-impl EntryTurns {
-    pub(crate) fn new() -> EntryTurns {
-        EntryTurns {
+impl EntryPermits {
+    pub(crate) fn new() -> EntryPermits {
+        EntryPermits {
             stripes: (0..STRIPES).map(|_| Semaphore::new(PER_ROOT)).collect(),
             hasher: std::hash::RandomState::new(),
         }
     }
 
-    /// A turn to enter the queue under `root`, waited for while [`PER_ROOT`] entries of
+    /// A permit to enter the queue under `root`, waited for while [`PER_ROOT`] entries of
     /// its stripe are under way; `None` once [`close`](Self::close)d.
     ///
     /// # Cancel safety
-    /// Cancel safe: turns are handed out in order, and a dropped wait takes none.
-    pub(crate) async fn turn(&self, root: &str) -> Option<SemaphorePermit<'_>> {
+    /// Cancel safe: permits are handed out in order, and a dropped wait takes none.
+    pub(crate) async fn permit(&self, root: &str) -> Option<SemaphorePermit<'_>> {
         self.stripe(root).acquire().await.ok()
     }
 
-    /// No more turns: waits end, and later ones fail at once.
+    /// No more permits: waits end, and later ones fail at once.
     pub(crate) fn close(&self) {
         self.stripes.iter().for_each(Semaphore::close);
     }
@@ -76,10 +76,10 @@ mod tests {
         future.poll(&mut Context::from_waker(Waker::noop()))
     }
 
-    /// `PER_ROOT` turns on `root`, each given at once.
-    fn fill<'t>(turns: &'t EntryTurns, root: &str) -> Vec<SemaphorePermit<'t>> {
+    /// `PER_ROOT` permits on `root`, each given at once.
+    fn fill<'t>(turns: &'t EntryPermits, root: &str) -> Vec<SemaphorePermit<'t>> {
         (0..PER_ROOT)
-            .map(|_| match poll(Box::pin(turns.turn(root)).as_mut()) {
+            .map(|_| match poll(Box::pin(turns.permit(root)).as_mut()) {
                 Poll::Ready(Some(permit)) => permit,
                 other => panic!("turn on {root}: {other:?}"),
             })
@@ -88,9 +88,9 @@ mod tests {
 
     #[test]
     fn a_burst_on_one_root_has_at_most_per_root_entries_in_flight() {
-        let turns = EntryTurns::new();
+        let turns = EntryPermits::new();
         let held = fill(&turns, "/locks/one");
-        let mut next = pin!(turns.turn("/locks/one"));
+        let mut next = pin!(turns.permit("/locks/one"));
         assert!(
             poll(next.as_mut()).is_pending(),
             "one entry too many went ahead"
@@ -104,14 +104,14 @@ mod tests {
 
     #[test]
     fn entries_on_other_roots_do_not_wait() {
-        let turns = EntryTurns::new();
+        let turns = EntryPermits::new();
         let _held = fill(&turns, "/locks/busy");
         let busy = turns.stripe("/locks/busy");
         let other = (0..)
             .map(|k| format!("/locks/jobs/k{k}"))
             .find(|root| !std::ptr::eq(turns.stripe(root), busy))
             .unwrap_or_default();
-        let mut turn = pin!(turns.turn(&other));
+        let mut turn = pin!(turns.permit(&other));
         assert!(
             poll(turn.as_mut()).is_ready(),
             "an entry on another root waited"
@@ -120,9 +120,9 @@ mod tests {
 
     #[test]
     fn closed_turns_end_waits() {
-        let turns = EntryTurns::new();
+        let turns = EntryPermits::new();
         turns.close();
-        let mut turn = pin!(turns.turn("/locks/one"));
+        let mut turn = pin!(turns.permit("/locks/one"));
         assert!(matches!(poll(turn.as_mut()), Poll::Ready(None)));
     }
 }
