@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::acl::NodeAcl;
 use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal};
+use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
 use crate::loss::Loss;
 use crate::queue::{Blockers, Queue, Wait};
 use crate::session::Session;
@@ -188,7 +188,7 @@ impl Mutex {
     pub(crate) async fn acquire(&self, wait: Wait) -> Result<Option<MutexGuard>> {
         let ticket = self.queue.acquire(&self.session, &mut None, wait).await?;
         Ok(ticket.map(|ticket| MutexGuard {
-            holding: Shared(Arc::new(Holding::of_lock(ticket))),
+            holding: Shared(Arc::new(Holding::start(ticket, LOCK_WATCH, None))),
         }))
     }
 

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use crate::acl::NodeAcl;
 use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal};
+use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
 use crate::lock::DistributedLock;
 use crate::loss::Loss;
 use crate::queue::{Blockers, Queue, Wait};
@@ -214,7 +214,7 @@ impl RwLock {
         guard: fn(Holding) -> G,
     ) -> Result<Option<G>> {
         let ticket = queue.acquire(&self.session, &mut None, wait).await?;
-        Ok(ticket.map(|ticket| guard(Holding::of_lock(ticket))))
+        Ok(ticket.map(|ticket| guard(Holding::start(ticket, LOCK_WATCH, None))))
     }
 
     /// Waits, within `wait`, to hold the lock for reading.

@@ -14,7 +14,7 @@ use zookeeper_client::Client;
 use crate::acl::NodeAcl;
 use crate::contenders::{list, validate_id, Access, Contender};
 use crate::error::{Error, Result};
-use crate::hold::{Fenced, Hold, Holding, LossSignal};
+use crate::hold::{Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
 use crate::lock::Mutex;
 use crate::loss::Loss;
 use crate::path;
@@ -243,7 +243,7 @@ impl Semaphore {
         let Some(ticket) = self.leases.acquire(&self.session, &mut None, wait).await? else {
             return Ok(None);
         };
-        let holding = Holding::of_lock(ticket);
+        let holding = Holding::start(ticket, LOCK_WATCH, None);
         if let (Some(version), Ok(client)) = (unrecorded, self.session.connected()) {
             if let Err(err) = self.record(&client, version).await {
                 let _ = holding.release().await;

@@ -23,6 +23,10 @@ use crate::session::{connection_lost, retry, terminal};
 /// request; session expiry and suspension are noticed from the start regardless.
 const NODE_WATCH_DELAY: Duration = Duration::from_millis(10);
 
+/// How a lock's or a lease's holding watches its node: from [`NODE_WATCH_DELAY`] on, or at
+/// once when its loss is awaited.
+pub(crate) const LOCK_WATCH: NodeWatch = NodeWatch::After(NODE_WATCH_DELAY);
+
 /// When a holder starts watching its own node for deletion by someone else.
 pub(crate) enum NodeWatch {
     /// At once.
@@ -101,12 +105,6 @@ impl Holding {
             report,
             monitor,
         }
-    }
-
-    /// The holding of a lock or a lease on `ticket`, which must hold: its node's deletion
-    /// is watched from [`NODE_WATCH_DELAY`] on (at once if its loss is awaited).
-    pub(crate) fn of_lock(ticket: Ticket) -> Holding {
-        Holding::start(ticket, NodeWatch::After(NODE_WATCH_DELAY), None)
     }
 
     /// The hold's core, which every handle of it shares.

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 
 pub(crate) use self::core::Core;
 pub use fenced::{Fenced, Written};
-pub(crate) use holding::{Holding, NodeWatch};
+pub(crate) use holding::{Holding, NodeWatch, LOCK_WATCH};
 pub(crate) use trust::Announce;
 pub use trust::LossSignal;
 
