@@ -45,34 +45,27 @@
 //! on); every async method here must be called from within a tokio runtime.
 
 mod acl;
-mod contenders;
-mod election;
 mod error;
-mod group;
 mod hold;
-mod keyed;
-mod lock;
 mod loss;
 mod path;
 mod queue;
+mod recipes;
 mod revoke;
-mod rwlock;
-mod semaphore;
 mod session;
-mod view;
 
 pub use acl::NodeAcl;
-pub use contenders::check_contender_id;
-pub use contenders::{Access, Contender};
-pub use election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use error::{Error, Result};
-pub use group::{check_name, Group, Member, Membership, Presence};
 pub use hold::{Fenced, Hold, LossSignal, Written};
-pub use keyed::KeyedMutex;
-pub use lock::{DistributedLock, Mutex, MutexGuard};
 pub use loss::Loss;
 pub use path::check_path;
+pub use recipes::contenders::check_contender_id;
+pub use recipes::contenders::{Access, Contender};
+pub use recipes::election::{Candidate, LeaderElection, Leadership, Participant, Role};
+pub use recipes::group::{check_name, Group, Member, Membership, Presence};
+pub use recipes::keyed::KeyedMutex;
+pub use recipes::lock::{DistributedLock, Mutex, MutexGuard};
+pub use recipes::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use recipes::semaphore::{Lease, Semaphore};
 pub use revoke::revoke;
-pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-pub use semaphore::{Lease, Semaphore};
 pub use session::{CloseReason, Closing, Session, SessionBuilder, SessionEvent};

@@ -15,8 +15,8 @@ use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{is_contender_name, MAX_DATA};
+use crate::recipes::view;
 use crate::session::Session;
-use crate::view;
 
 pub use membership::{Membership, Presence};
 

@@ -9,11 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::acl::NodeAcl;
-use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
 use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
 use crate::loss::Loss;
 use crate::queue::{Blockers, Queue, Wait};
+use crate::recipes::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::session::Session;
 
 /// A distributed lock, as a trait object: lets a service hold `Arc<dyn DistributedLock>` and

@@ -6,11 +6,11 @@ use std::collections::BTreeSet;
 use async_trait::async_trait;
 use zookeeper_client::Client;
 
-use crate::election::{participant, Participant};
 use crate::error::Result;
 use crate::path;
 use crate::queue::sort_contenders;
-use crate::view::{read_nodes, NodeWatches, View};
+use crate::recipes::election::{participant, Participant};
+use crate::recipes::view::{read_nodes, NodeWatches, View};
 
 /// The leader view: the first contender, read when it changes, and again when its node's
 /// data watch fires (it proclaimed, or someone wrote into its node).

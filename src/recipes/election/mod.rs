@@ -21,13 +21,13 @@ pub use leadership::Leadership;
 use leader::LeaderView;
 
 use crate::acl::NodeAcl;
-use crate::contenders::{split, validate_id};
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::{Blockers, Queue, Ticket, Wait};
+use crate::recipes::contenders::{split, validate_id};
+use crate::recipes::view;
 use crate::revoke::REVOKE;
 use crate::session::Session;
-use crate::view;
 
 /// A candidate's role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

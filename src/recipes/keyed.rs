@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::lock::{Mutex, MutexGuard};
 use crate::path;
+use crate::recipes::lock::{Mutex, MutexGuard};
 use crate::session::Session;
 
 /// A distributed mutex per key under one root: the lock of key `k` is the [`Mutex`] on

@@ -8,12 +8,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::acl::NodeAcl;
-use crate::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::error::{Error, Result};
 use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
-use crate::lock::DistributedLock;
 use crate::loss::Loss;
 use crate::queue::{Blockers, Queue, Wait};
+use crate::recipes::contenders::{list, revoke_holding, validate_id, Access, Contender};
+use crate::recipes::lock::DistributedLock;
 use crate::session::Session;
 
 /// What names a reader of ours (and Curator's): `_c_<uuid>-__READ__<seq>`.

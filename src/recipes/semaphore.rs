@@ -12,13 +12,13 @@ use tracing::{debug, info_span, Instrument};
 use zookeeper_client::Client;
 
 use crate::acl::NodeAcl;
-use crate::contenders::{list, validate_id, Access, Contender};
 use crate::error::{Error, Result};
 use crate::hold::{Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
-use crate::lock::Mutex;
 use crate::loss::Loss;
 use crate::path;
 use crate::queue::{Blockers, Queue, Wait};
+use crate::recipes::contenders::{list, validate_id, Access, Contender};
+use crate::recipes::lock::Mutex;
 use crate::session::{retry, Session};
 
 /// What the leases node's data says before the maximum its users agreed on.
