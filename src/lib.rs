@@ -48,6 +48,7 @@ mod acl;
 mod error;
 mod hold;
 mod loss;
+mod metrics;
 mod path;
 mod queue;
 mod recipes;

@@ -54,13 +54,14 @@ async fn missing_parents_are_created_as_containers() {
 
 /// A waiting `lock()` is stored by the task that awaits it, for as long as it waits: with
 /// thousands of waiters its size is their memory. It holds the whole waiting state (the
-/// contender, the watch on its blocker): 632 bytes after the queue redesign, whose waiters
-/// keep no other allocation than their node's and blocker's paths (496 bytes before it,
-/// with part of the waiting state elsewhere). A regression past the bound fails here, not
-/// only in the benchmark.
+/// ticket, the watch on its blocker): 656 bytes since the hold-core redesign (632 before
+/// it: the wait now selects on the session's close at its top, where each of its requests
+/// did before, and the acquisition keeps a record of itself for the metrics, whose kind
+/// takes one byte), whose waiters keep no other allocation than their node's and blocker's
+/// paths. A regression past the bound fails here, not only in the benchmark.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiting_lock_future_stays_small() {
-    const BOUND: usize = 640;
+    const BOUND: usize = 664;
     let ensemble = Ensemble::shared(1).await;
     let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
     let mutex = Mutex::new(&s, &unique_root("size")).unwrap();

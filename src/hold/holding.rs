@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 use tracing::{debug, info_span, warn, Instrument};
@@ -15,6 +15,7 @@ use super::trust::{Announce, Report, Trust};
 use super::Core;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
+use crate::metrics::{self, Kind};
 use crate::queue::{armed, Armed, Left, Ticket};
 use crate::session::{connection_lost, retry, terminal};
 
@@ -50,6 +51,8 @@ pub(crate) struct Holding {
     /// is not a loss).
     report: Report,
     monitor: JoinHandle<()>,
+    /// When it started holding, and what the node is, for metrics.
+    since: (Instant, Kind),
 }
 
 impl Holding {
@@ -82,6 +85,7 @@ impl Holding {
             None => node_watch,
         };
         let span = info_span!("zk.hold.watch", node = %ticket.node());
+        let kind = ticket.kind();
         let mut publisher = report.publisher(announce);
         let monitor = tokio::spawn(
             async move {
@@ -95,11 +99,13 @@ impl Holding {
                 // (a subscriber that panics, a stderr that cannot be written) can keep
                 // the holder from learning it.
                 drop(publisher);
+                metrics::lost(kind, loss);
                 warn!(?loss, "can no longer be trusted");
             }
             .instrument(span),
         );
         Holding {
+            since: (Instant::now(), ticket.kind()),
             ticket: Some(ticket),
             core,
             report,
@@ -171,6 +177,8 @@ impl Holding {
 impl Drop for Holding {
     fn drop(&mut self) {
         self.end();
+        let (since, kind) = self.since;
+        metrics::hold_ended(kind, since.elapsed());
         if let Some(ticket) = self.ticket.take() {
             debug!(node = %ticket.node(), "dropped while held; leaving in the background");
         }

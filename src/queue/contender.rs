@@ -19,6 +19,7 @@ use super::leaving::{spawn_removal, Left, Removal};
 use super::order::{sequence, Ahead};
 use super::{Blockers, Wait};
 use crate::error::{Error, Result};
+use crate::metrics::Kind;
 use crate::path;
 use crate::session::{reconnected, retry, terminal, Session};
 
@@ -56,6 +57,8 @@ pub(crate) struct Ticket {
     pub(super) place: Place,
     /// Who keeps it from holding, and who signals.
     pub(super) blockers: Blockers,
+    /// What the node is, for metrics.
+    pub(super) kind: Kind,
     /// Whether dropping it deletes the node.
     pub(super) armed: bool,
     /// While it waits: what it watches so that a hand-off needs no request.
@@ -103,6 +106,11 @@ impl Ticket {
     /// whether it entered first or not (see [`HandOff::taken`]).
     fn signals(&self) -> bool {
         self.blockers.exclusive() && self.is_first()
+    }
+
+    /// What the node is, for metrics.
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// The client the node belongs to.

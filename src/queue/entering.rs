@@ -28,6 +28,7 @@ use super::order::{find_own, sequence, Ahead, SEQUENCE_DIGITS};
 use super::{Blockers, Listed, Ticket, Turn, Wait};
 use crate::acl::NodeAcl;
 use crate::error::{outcome_unknown, Error, Result};
+use crate::metrics::{self, Kind, Outcome};
 use crate::path;
 use crate::session::{reconnected, retry, Session};
 
@@ -80,12 +81,14 @@ impl Queue {
             node = field::Empty
         );
         async move {
-            let started = Instant::now();
+            // Records how the acquisition ended, also when it is dropped (cancelled).
+            let mut record = metrics::Acquisition::start(self.kind());
             loop {
                 let fresh = seat.is_none();
                 if fresh {
                     // Boxed: a waiting acquisition need not keep room for entering.
-                    let Some(entered) = Box::pin(self.enter(session, wait)).await? else {
+                    let entered = Box::pin(self.enter(session, wait)).await;
+                    let Some(entered) = record.check(entered)? else {
                         return Ok(None);
                     };
                     Span::current().record("node", entered.node());
@@ -96,29 +99,37 @@ impl Queue {
                 };
                 let turn = match (wait, fresh, ticket.is_first()) {
                     // Boxed: only a ticket entered before takes this way.
-                    (_, false, true) => Box::pin(ticket.still_first()).await?,
-                    (Wait::Never, _, false) => Turn::Late,
-                    _ => ticket.wait_first(wait).await?,
+                    (_, false, true) => Box::pin(ticket.still_first()).await,
+                    (Wait::Never, _, false) => Ok(Turn::Late),
+                    _ => ticket.wait_first(wait).await,
                 };
+                let turn = record.check(turn)?;
                 match (turn, seat.take()) {
                     (Turn::First, Some(ticket)) => {
-                        debug!(node = %ticket.node(), token = ticket.token(), waited = ?started.elapsed(), "acquired");
+                        debug!(node = %ticket.node(), token = ticket.token(), waited = ?record.waited(), "acquired");
+                        record.ended(Outcome::Acquired);
                         return Ok(Some(ticket));
                     }
                     (Turn::Late, ticket) => {
                         debug!(root = %self.root, "not acquired in time");
+                    record.ended(Outcome::NotAcquired);
                         if let Some(ticket) = ticket {
                             // Boxed: leaving takes no room in a waiting acquisition.
                             Box::pin(ticket.give_up()).await;
                         }
                         return Ok(None);
                     }
-                    (Turn::Expired, _) if !self.rejoin => return Err(Error::SessionExpired),
+                    (Turn::Expired, _) if !self.rejoin => return record.check(Err(Error::SessionExpired)),
                     (turn, _) => warn!(root = %self.root, ?turn, "out of the queue; entering again"),
                 }
             }
         }
         .instrument(span)
+    }
+
+    /// What this queue's nodes are, for metrics.
+    pub(crate) fn kind(&self) -> Kind {
+        Kind::of(self.name)
     }
 
     /// Enters the queue with a node holding the queue's id, in the session's turn and on
@@ -191,7 +202,7 @@ impl Queue {
     ) -> Result<Ticket> {
         let mut permit = Some(permit);
         let data: &[u8] = &self.id;
-        let mut creating = Creating::new(session, client, &self.root, self.blockers);
+        let mut creating = Creating::new(session, client, self);
         let client = creating.client.clone();
         let known = session.known_roots();
         let mut root = match known.knows(&self.root) {
@@ -458,22 +469,20 @@ struct Creating {
     client: Arc<Client>,
     root: Arc<str>,
     blockers: Blockers,
+    /// What the node is, for metrics.
+    kind: Kind,
     uuid: Uuid,
     armed: bool,
 }
 
 impl Creating {
-    fn new(
-        session: &Session,
-        client: Arc<Client>,
-        root: &Arc<str>,
-        blockers: Blockers,
-    ) -> Creating {
+    fn new(session: &Session, client: Arc<Client>, queue: &Queue) -> Creating {
         Creating {
             session: session.clone(),
             client,
-            root: root.clone(),
-            blockers,
+            root: queue.root.clone(),
+            blockers: queue.blockers,
+            kind: queue.kind(),
             uuid: Uuid::new_v4(),
             armed: true,
         }
@@ -506,6 +515,7 @@ impl Creating {
             client: Arc::downgrade(&self.client),
             place: Place::of(&self.root, &ahead, self.blockers.crowded(children.len())),
             blockers: self.blockers,
+            kind: self.kind,
             armed: true,
             handoff: None,
             asked: Arc::default(),

@@ -15,6 +15,7 @@ use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError, SessionState};
 
 use super::order::find_own;
 use crate::error::{outcome_unknown, Error, Result};
+use crate::metrics::PendingRemoval;
 use crate::path;
 use crate::session::{gone_after, reconnected, Session};
 
@@ -126,8 +127,10 @@ pub(crate) fn spawn_removal(
     let (settle, settled) = oneshot::channel();
     let closing = session.clone();
     let span = debug_span!("zk.queue.remove", ?removal);
+    let pending = PendingRemoval::start();
     let mut removing = Box::pin(
         async move {
+            let _pending = pending;
             let mut settle = Some(settle);
             let left = tokio::select! {
                 biased;

@@ -85,7 +85,7 @@ async fn keep_until_done(
             return;
         }
         session.current.send_replace(Current::Renewing);
-        session.events.send_replace(SessionEvent::Expired);
+        session.publish(SessionEvent::Expired);
         let dialer = session.dialer.clone();
         drop(session);
         let renewed = renew(&dialer, &target).await;
@@ -108,7 +108,7 @@ async fn keep_until_done(
         }
         client = Arc::downgrade(&renewed);
         session.current.send_replace(Current::Live(renewed));
-        session.events.send_replace(SessionEvent::Connected);
+        session.publish(SessionEvent::Connected);
     }
 }
 
@@ -142,7 +142,7 @@ async fn follow(
         };
         debug!(session = %session_id, ?event, "session state");
         match inner.upgrade() {
-            Some(session) => session.events.send_replace(event),
+            Some(session) => session.publish(event),
             None => return SessionState::Closed,
         };
         state = states.changed().await;

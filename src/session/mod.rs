@@ -36,6 +36,7 @@ pub(crate) use roots::KnownRoots;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::metrics;
 pub(crate) use liveness::Liveness;
 
 /// What happened to the session, as published by [`Session::events`].
@@ -191,8 +192,16 @@ impl Inner {
     fn end(&self, reason: CloseReason) {
         let _ = self.close_reason.set(reason);
         self.current.send_replace(Current::Closed);
-        self.events.send_replace(SessionEvent::Closed);
+        self.publish(SessionEvent::Closed);
         self.entries.close();
+    }
+
+    /// Publishes `event` (and counts the session's new state, see [`metrics`](crate::metrics)).
+    fn publish(&self, event: SessionEvent) {
+        let from = self.events.send_replace(event);
+        if from != event {
+            metrics::session_moved(Some(from), event);
+        }
     }
 }
 
@@ -243,6 +252,7 @@ impl Session {
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
+        metrics::session_moved(None, SessionEvent::Connected);
         let inner = Arc::new(Inner {
             builder,
             dialer,
