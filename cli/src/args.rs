@@ -19,8 +19,8 @@ fn path(text: &str) -> Result<String, String> {
     }
 }
 
-/// A candidate's id, checked as the library checks it (`LeaderElection::new`), before
-/// connecting.
+/// A contender's id (`elect`'s, `lock`'s), checked as the library checks it
+/// (`LeaderElection::new`, `Mutex::id`), before connecting.
 fn contender_id(text: &str) -> Result<String, String> {
     match zk_recipes::check_contender_id(text) {
         Ok(()) => Ok(text.to_owned()),
@@ -131,6 +131,10 @@ pub struct Lock {
     /// The lock's path, e.g. /locks/nightly-backup.
     #[arg(value_parser = path)]
     pub path: String,
+    /// The id the lock node carries, shown by `status` and `observe` (default: HOST/PID);
+    /// not `__REVOKE__`.
+    #[arg(long, value_parser = contender_id)]
+    pub id: Option<String>,
     /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting; 0s
     /// tries once without waiting.
     #[arg(long, value_name = "D", value_parser = duration::parse)]
@@ -308,6 +312,9 @@ const LOCK_EXAMPLES: &str = "\
 Examples:
   # Run the nightly backup on one machine at a time; give up after a minute of waiting:
   zk-recipes lock --hosts zk1:2181,zk2:2181,zk3:2181 --timeout 1m /locks/backup -- ./backup.sh
+
+  # Show who holds it as `backup@host-3` rather than HOST/PID:
+  zk-recipes lock --id \"backup@$(hostname)\" /locks/backup -- ./backup.sh
 
   # Pass the fencing token on to the resource:
   zk-recipes lock /locks/orders -- sh -c 'migrate --fencing-token \"$ZK_FENCING_TOKEN\"'
