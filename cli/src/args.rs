@@ -72,11 +72,20 @@ pub enum Command {
     /// follows in an election, now and on every change.
     ///
     /// One line per change; with --json, one JSON object per line. Runs until SIGINT,
-    /// SIGTERM, SIGHUP or SIGQUIT (exit 0), or until its output is closed (exit 0).
+    /// SIGTERM, SIGHUP or SIGQUIT (exit 0), or until its output is closed (exit 0). What
+    /// PATH is comes from --kind or from its nodes, as `status` tells it; while PATH does
+    /// not exist the line is `PATH: no such path`.
     #[command(after_help = help(OBSERVE_EXAMPLES))]
     Observe(Observe),
     /// Print who holds and waits for a lock, a read/write lock or a semaphore, or leads and
     /// follows in an election, once.
+    ///
+    /// What PATH is comes from --kind, or else from its nodes: a queue of contenders by
+    /// their names (zk-recipes', Curator's, kazoo's), a semaphore by its `leases` and
+    /// `locks`; anything else is shown as it is, its children listed (`--kind keyed` shows
+    /// each key of a KeyedMutex root with its holder). A PATH that does not exist prints
+    /// `PATH: no such path` and exits 66 (also a lock nobody used for a while: ZooKeeper
+    /// deletes an empty lock path).
     #[command(after_help = help(STATUS_EXAMPLES))]
     Status(Observe),
     /// Print the members of the group on PATH (ids and data), once or on every change.
@@ -175,14 +184,34 @@ pub struct Elect {
 /// `zk-recipes observe` and `zk-recipes status`.
 #[derive(Debug, Args)]
 pub struct Observe {
-    /// The path of the lock, read/write lock, semaphore or election.
+    /// The path of the lock, read/write lock, semaphore, election, group or KeyedMutex root.
     #[arg(value_parser = path)]
     pub path: String,
+    /// What PATH is (default: told from its nodes, never from a name alone).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<Kind>,
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub connection: Connection,
+}
+
+/// What `status` and `observe` look at (`--kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// A lock (`lock`, Mutex, Curator's InterProcessMutex): the first contender holds.
+    Lock,
+    /// A read/write lock (RwLock, Curator's InterProcessReadWriteLock).
+    Rwlock,
+    /// A semaphore (`lock --semaphore`, Semaphore, Curator's InterProcessSemaphoreV2).
+    Semaphore,
+    /// An election (`elect`, LeaderElection, Curator's LeaderLatch): the first leads.
+    Election,
+    /// A group (`join`, Group, Curator's GroupMember): its members and their data.
+    Group,
+    /// A KeyedMutex root: each child is a key's lock, shown with its holder or free.
+    Keyed,
 }
 
 /// `zk-recipes members`.
@@ -349,7 +378,8 @@ const STATUS_EXAMPLES: &str = "\
 Examples:
   zk-recipes status /election/indexer
   zk-recipes status --json /locks/backup
-  zk-recipes status /semaphores/crawlers";
+  zk-recipes status /semaphores/crawlers
+  zk-recipes status --kind keyed /locks/jobs    # each key with its holder, or free";
 
 const MEMBERS_EXAMPLES: &str = "\
 Examples:
