@@ -43,6 +43,45 @@
 //!
 //! zookeeper-client needs its `tokio` feature when it runs inside tokio (this crate turns it
 //! on); every async method here must be called from within a tokio runtime.
+//!
+//! # Below the recipes: [`zookeeper`]
+//!
+//! The recipes stand on [zookeeper-client](https://docs.rs/zookeeper-client/0.11) 0.11,
+//! whose types show in this crate's API: [`Session::client`] hands out its `Client`,
+//! [`Fenced::create`] takes its `CreateMode`, and [`Error::ZooKeeper`] and
+//! [`Error::FencedOpFailed`] carry its `Error`. Use them through [`zookeeper`], the very
+//! crate the recipes were built with, rather than a `zookeeper-client` dependency of your
+//! own: one whose version differs is another crate to Cargo, and its types do not fit.
+//! [`Session::client`] is the way down, on the session the recipes share: `None` while a
+//! new session is being made; drop the client when done (a clone kept keeps the session
+//! open after [`Session::close`]).
+//!
+//! ```no_run
+//! use zk_recipes::zookeeper::{self, CreateMode};
+//! use zk_recipes::{Error, Mutex, Session};
+//!
+//! # async fn demo(session: Session) -> Result<(), Error> {
+//! // Under the lock: record a claim, fenced (written only while the lock is held).
+//! let guard = Mutex::new(&session, "/locks/orders")?.lock().await?;
+//! let claimed = guard
+//!     .fenced()
+//!     .create("/claims/orders-17", b"worker-7", CreateMode::Persistent)
+//!     .commit()
+//!     .await;
+//! match claimed {
+//!     Ok(_) => {}
+//!     Err(Error::FencedOpFailed { reason: zookeeper::Error::NodeExists, .. }) => {}
+//!     Err(err) => return Err(err),
+//! }
+//! guard.release().await?;
+//!
+//! // The way down: the session's own client, for what the recipes do not cover.
+//! if let Some(client) = session.client() {
+//!     let (data, _stat) = client.get_data("/claims/orders-17").await?;
+//!     assert_eq!(data, b"worker-7");
+//! }
+//! # Ok(()) }
+//! ```
 
 mod acl;
 mod error;
@@ -70,3 +109,8 @@ pub use recipes::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use recipes::semaphore::{Lease, Semaphore};
 pub use revoke::revoke;
 pub use session::{CloseReason, Closing, Session, SessionBuilder, SessionEvent};
+
+/// [zookeeper-client](https://docs.rs/zookeeper-client/0.11) 0.11, the ZooKeeper client the
+/// recipes are built on: its types in this crate's API, and the operations the recipes do
+/// not cover, on the session they share ([`Session::client`]); see the crate's docs.
+pub use zookeeper_client as zookeeper;

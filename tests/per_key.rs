@@ -302,6 +302,67 @@ async fn a_refused_or_stale_guess_about_the_key_path_still_holds() {
     admin.delete(&parent, None).await.unwrap();
 }
 
+/// `KeyedMutex::id` sets the id every key's contenders carry: a holder through `lock` and a
+/// waiter through `try_lock_for` on another key's value show their own ids in the key's
+/// `contenders()`, one left at the default shows `<host>/<pid>`; the id survives
+/// `node_acl` and a clone. A bad id is refused with `InvalidArgument`, nothing sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keyed_mutex_s_id_is_what_its_contenders_show() {
+    let ensemble = Ensemble::shared(1).await;
+    let root = format!("{}/jobs", unique_root("per-key-id"));
+    let s = session(&ensemble.connect_string(), SESSION_TIMEOUT).await;
+    let admin = observer(&ensemble.connect_string()).await;
+    let huge = "x".repeat(2 * 1024 * 1024);
+    for id in ["", "a\0b", "__REVOKE__", huge.as_str()] {
+        let refused = KeyedMutex::new(&s, &root).unwrap().id(id);
+        assert!(
+            matches!(refused, Err(Error::InvalidArgument(_))),
+            "{:?}",
+            &id[..id.len().min(12)]
+        );
+    }
+    let top = root.trim_end_matches("/jobs");
+    assert_eq!(admin.check_stat(top).await.unwrap(), None, "a bad id sent");
+
+    let worker = KeyedMutex::new(&s, &root)
+        .unwrap()
+        .id("worker-7")
+        .unwrap()
+        .node_acl(zk_recipes::NodeAcl::Open);
+    let held = worker.clone().lock("job-42").await.unwrap();
+    let waiter = KeyedMutex::new(&s, &root).unwrap().id("worker-8").unwrap();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.try_lock_for("job-42", zk_harness::PATIENCE).await;
+        guard.unwrap().expect("the waiter's turn").release().await
+    });
+    let key = format!("{root}/job-42");
+    zk_harness::await_count(&admin, &key, 2).await;
+    let plain = KeyedMutex::new(&s, &root).unwrap();
+    let third = tokio::spawn({
+        let plain = plain.clone();
+        async move { plain.lock("job-42").await.unwrap().release().await }
+    });
+    zk_harness::await_count(&admin, &key, 3).await;
+
+    let seen = plain.mutex("job-42").unwrap().contenders().await.unwrap();
+    let ids: Vec<_> = seen.iter().map(|c| c.id.as_deref()).collect();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let default = format!("{}/{}", host.trim(), std::process::id());
+    assert_eq!(
+        ids,
+        [Some("worker-7"), Some("worker-8"), Some(default.as_str())]
+    );
+    assert_eq!(seen[0].node, held.node());
+    held.release().await.unwrap();
+    for task in [waiting, third] {
+        bounded("a waiter", zk_harness::PATIENCE, task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    await_empty(&admin, &key).await;
+}
+
 /// Bounded waits on a held key give up and leave nothing; other keys go on.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timed_out_wait_on_one_key_leaves_nothing() {

@@ -19,8 +19,8 @@ fn path(text: &str) -> Result<String, String> {
     }
 }
 
-/// A candidate's id, checked as the library checks it (`LeaderElection::new`), before
-/// connecting.
+/// A contender's id (`elect`'s, `lock`'s), checked as the library checks it
+/// (`LeaderElection::new`, `Mutex::id`), before connecting.
 fn contender_id(text: &str) -> Result<String, String> {
     match zk_recipes::check_contender_id(text) {
         Ok(()) => Ok(text.to_owned()),
@@ -72,11 +72,20 @@ pub enum Command {
     /// follows in an election, now and on every change.
     ///
     /// One line per change; with --json, one JSON object per line. Runs until SIGINT,
-    /// SIGTERM, SIGHUP or SIGQUIT (exit 0), or until its output is closed (exit 0).
+    /// SIGTERM, SIGHUP or SIGQUIT (exit 0), or until its output is closed (exit 0). What
+    /// PATH is comes from --kind or from its nodes, as `status` tells it; while PATH does
+    /// not exist the line is `PATH: no such path`.
     #[command(after_help = help(OBSERVE_EXAMPLES))]
     Observe(Observe),
     /// Print who holds and waits for a lock, a read/write lock or a semaphore, or leads and
     /// follows in an election, once.
+    ///
+    /// What PATH is comes from --kind, or else from its nodes: a queue of contenders by
+    /// their names (zk-recipes', Curator's, kazoo's), a semaphore by its `leases` and
+    /// `locks`; anything else is shown as it is, its children listed (`--kind keyed` shows
+    /// each key of a KeyedMutex root with its holder). A PATH that does not exist prints
+    /// `PATH: no such path` and exits 66 (also a lock nobody used for a while: ZooKeeper
+    /// deletes an empty lock path).
     #[command(after_help = help(STATUS_EXAMPLES))]
     Status(Observe),
     /// Print the members of the group on PATH (ids and data), once or on every change.
@@ -131,6 +140,10 @@ pub struct Lock {
     /// The lock's path, e.g. /locks/nightly-backup.
     #[arg(value_parser = path)]
     pub path: String,
+    /// The id the lock node carries, shown by `status` and `observe` (default: HOST/PID);
+    /// not `__REVOKE__`.
+    #[arg(long, value_parser = contender_id)]
+    pub id: Option<String>,
     /// Give up (exit 75, CMD not run) if the lock is not held within D of connecting; 0s
     /// tries once without waiting.
     #[arg(long, value_name = "D", value_parser = duration::parse)]
@@ -171,14 +184,34 @@ pub struct Elect {
 /// `zk-recipes observe` and `zk-recipes status`.
 #[derive(Debug, Args)]
 pub struct Observe {
-    /// The path of the lock, read/write lock, semaphore or election.
+    /// The path of the lock, read/write lock, semaphore, election, group or KeyedMutex root.
     #[arg(value_parser = path)]
     pub path: String,
+    /// What PATH is (default: told from its nodes, never from a name alone).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<Kind>,
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub connection: Connection,
+}
+
+/// What `status` and `observe` look at (`--kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// A lock (`lock`, Mutex, Curator's InterProcessMutex): the first contender holds.
+    Lock,
+    /// A read/write lock (RwLock, Curator's InterProcessReadWriteLock).
+    Rwlock,
+    /// A semaphore (`lock --semaphore`, Semaphore, Curator's InterProcessSemaphoreV2).
+    Semaphore,
+    /// An election (`elect`, LeaderElection, Curator's LeaderLatch): the first leads.
+    Election,
+    /// A group (`join`, Group, Curator's GroupMember): its members and their data.
+    Group,
+    /// A KeyedMutex root: each child is a key's lock, shown with its holder or free.
+    Keyed,
 }
 
 /// `zk-recipes members`.
@@ -309,6 +342,9 @@ Examples:
   # Run the nightly backup on one machine at a time; give up after a minute of waiting:
   zk-recipes lock --hosts zk1:2181,zk2:2181,zk3:2181 --timeout 1m /locks/backup -- ./backup.sh
 
+  # Show who holds it as `backup@host-3` rather than HOST/PID:
+  zk-recipes lock --id \"backup@$(hostname)\" /locks/backup -- ./backup.sh
+
   # Pass the fencing token on to the resource:
   zk-recipes lock /locks/orders -- sh -c 'migrate --fencing-token \"$ZK_FENCING_TOKEN\"'
 
@@ -342,7 +378,8 @@ const STATUS_EXAMPLES: &str = "\
 Examples:
   zk-recipes status /election/indexer
   zk-recipes status --json /locks/backup
-  zk-recipes status /semaphores/crawlers";
+  zk-recipes status /semaphores/crawlers
+  zk-recipes status --kind keyed /locks/jobs    # each key with its holder, or free";
 
 const MEMBERS_EXAMPLES: &str = "\
 Examples:

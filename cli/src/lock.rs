@@ -5,11 +5,12 @@
 //! The lock is a [`Mutex`]: first come, first served, shared with every zk-recipes
 //! process, Rust service and Curator `InterProcessMutex` that locks the same path. With
 //! `--semaphore N` it is a [`Semaphore`] of N leases instead (Curator's
-//! `InterProcessSemaphoreV2`); a lease is held, lost and released as the lock is.
+//! `InterProcessSemaphoreV2`); a lease is held, lost and released as the lock is. Its node
+//! carries `--id` (default `<host name>/<pid>`), shown by `status` and `observe`.
 
 use std::time::Duration;
 
-use zk_recipes::{Mutex, Semaphore, Session};
+use zk_recipes::{Mutex, Result, Semaphore, Session};
 
 use crate::args::{Connection, Lock, Run};
 use crate::held;
@@ -36,7 +37,8 @@ impl OnSession for Lock {
 
 /// Holds the lock on the path while CMD runs.
 async fn exclusive(args: &Lock, session: &Session, signals: &mut Signals) -> u8 {
-    let mutex = match Mutex::new(session, &args.path) {
+    let mutex = with_id(Mutex::new(session, &args.path), args, Mutex::id);
+    let mutex = match mutex {
         Ok(mutex) => mutex,
         Err(err) => return status::report(&err),
     };
@@ -52,7 +54,12 @@ async fn exclusive(args: &Lock, session: &Session, signals: &mut Signals) -> u8 
 
 /// Holds one of the `max` leases of the semaphore on the path while CMD runs.
 async fn shared(args: &Lock, session: &Session, max: u32, signals: &mut Signals) -> u8 {
-    let semaphore = match Semaphore::new(session, &args.path, max) {
+    let semaphore = with_id(
+        Semaphore::new(session, &args.path, max),
+        args,
+        Semaphore::id,
+    );
+    let semaphore = match semaphore {
         Ok(semaphore) => semaphore,
         Err(err) => return status::report(&err),
     };
@@ -64,6 +71,14 @@ async fn shared(args: &Lock, session: &Session, max: u32, signals: &mut Signals)
         }
     };
     held::acquire_and_run(acquiring, held::LEASE, &args.run, signals).await
+}
+
+/// `recipe` carrying `--id` if it was given (`set`: `Mutex::id`, `Semaphore::id`).
+fn with_id<T>(recipe: Result<T>, args: &Lock, set: fn(T, &str) -> Result<T>) -> Result<T> {
+    match &args.id {
+        Some(id) => set(recipe?, id),
+        None => recipe,
+    }
 }
 
 /// How long `--timeout` lets an acquisition wait.

@@ -6,7 +6,8 @@
 //! * `zk-recipes elect PATH --id ID -- CMD` runs CMD only while leading the election on
 //!   PATH, and again each time it leads ([`elect`]).
 //! * `zk-recipes observe PATH` and `zk-recipes status PATH` print who holds and waits, or
-//!   leads and follows, on every change or once ([`observe`]).
+//!   leads and follows, on every change or once ([`observe`]); what PATH is comes from
+//!   `--kind` or from its nodes, never from a name alone ([`look`]).
 //!
 //! * `zk-recipes members PATH` prints a group's members, once or on every change
 //!   ([`members`]); `zk-recipes join PATH --id ID -- CMD` is a member while CMD runs
@@ -29,6 +30,7 @@ mod elect;
 mod held;
 mod join;
 mod lock;
+mod look;
 mod members;
 mod observe;
 mod output;

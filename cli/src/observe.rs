@@ -1,60 +1,38 @@
 //! `zk-recipes observe PATH` and `zk-recipes status PATH`: who holds and waits for a lock,
-//! a read/write lock or a semaphore, or leads and follows in an election ([`view`] says
-//! how each is told and printed).
+//! a read/write lock or a semaphore, or leads and follows in an election; the keys of a
+//! `KeyedMutex` root with their holders; a group's members; or, when PATH is none of these
+//! (or `--kind` does not say), its children as they are ([`look`] says how what PATH is
+//! gets told, [`view`] how it is printed).
 //!
-//! * `status` looks once and exits (0, or 69 if ZooKeeper cannot be read).
-//! * `observe` prints a line now and another whenever the contenders change, until SIGINT,
-//!   SIGTERM, SIGHUP or SIGQUIT, or until its stdout is closed (then exits 0). It sets a child watch on PATH (or, while PATH does not
-//!   exist, a watch for its creation) before each look, and on a semaphore's
-//!   `PATH/leases` and `PATH/locks` too, so no change between two looks is missed; a look
-//!   that shows what the last line showed prints nothing. While the connection is down it
-//!   waits for it, and after a session expiry it goes on with the new session.
+//! * `status` looks once and exits: 0, [`NO_SUCH_PATH`](status::NO_SUCH_PATH) (66) if
+//!   PATH does not exist (it prints `PATH: no such path`), 69 if ZooKeeper cannot be read.
+//! * `observe` prints a line now and another whenever what it shows changes, until SIGINT,
+//!   SIGTERM, SIGHUP or SIGQUIT, or until its stdout is closed (then exits 0). Before each
+//!   look it sets a child watch on PATH (or, while PATH does not exist, a watch for its
+//!   creation), on a semaphore's `PATH/leases` and `PATH/locks` too (also where they are
+//!   only a KeyedMutex's keys of those names), on every key of a `--kind keyed` root, and
+//!   a data watch on every member of a `--kind group`, so no change between two looks is
+//!   missed; a look that shows what the last line showed prints nothing. While the
+//!   connection is down it waits for it, and after a session expiry it goes on with the
+//!   new session.
 //!
 //! Neither joins anything: observing leaves no node and takes no place in a queue. The
 //! contenders are listed, in order and with who holds, by the library's `contenders()` of
-//! the recipe PATH is for ([`look`]).
+//! the recipe PATH is for.
 
+use futures::future::select_all;
 use tokio::sync::watch;
 use tracing::{debug, info_span, Instrument};
-use zk_recipes::{Error, Mutex, Result, RwLock, Semaphore, Session, SessionEvent};
-use zookeeper_client::{OneshotWatcher, WatchedEvent};
+use zk_recipes::zookeeper::{self, OneshotWatcher};
+use zk_recipes::{Error, Result, Session, SessionEvent};
 
-use crate::args::{Connection, Observe};
+use crate::args::{Connection, Kind, Observe};
+use crate::look::{look, SEMAPHORE_PARTS};
 use crate::output::{self, until_closed};
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-use crate::view::{self, recipe, Recipe, Seen};
-
-/// What PATH holds now; `children`, PATH's children listed before, tell a semaphore. The
-/// recipe is told by its nodes' names: `…-latch-<seq>` an election (`LeaderElection`,
-/// Curator's `LeaderLatch`), `…__READ__<seq>`/`…__WRIT__<seq>` or kazoo's `…__rlock__<seq>`
-/// a read/write lock, anything else a lock; a path with `leases` or `locks` children and
-/// no contender of its own is a semaphore's.
-async fn look(session: &Session, path: &str, children: &[String]) -> Result<Seen> {
-    let mutex = Mutex::new(session, path)?;
-    let contenders = mutex.contenders().await?;
-    if contenders.is_empty() && semaphore(children) {
-        let max = Semaphore::new(session, path, 1)?.recorded_max().await?;
-        let semaphore = Semaphore::new(session, path, max.unwrap_or(u32::MAX))?;
-        let contenders = semaphore.contenders().await?;
-        return Ok(Seen::Semaphore { max, contenders });
-    }
-    match recipe(&contenders) {
-        Recipe::RwLock => {
-            let contenders = RwLock::new(session, path)?.contenders().await?;
-            Ok(Seen::Queue(Recipe::RwLock, contenders))
-        }
-        recipe => Ok(Seen::Queue(recipe, contenders)),
-    }
-}
-
-/// Whether PATH's children are a semaphore's.
-fn semaphore(children: &[String]) -> bool {
-    children
-        .iter()
-        .any(|name| name == "leases" || name == "locks")
-}
+use crate::view::{self, Seen};
 
 /// `observe` (`follow`) or `status`.
 pub struct Look<'a> {
@@ -69,46 +47,46 @@ impl OnSession for Look<'_> {
     }
 
     async fn run(&self, session: &Session, signals: &mut Signals) -> u8 {
-        let (path, json) = (self.args.path.as_str(), self.args.json);
+        let (path, kind, json) = (self.args.path.as_str(), self.args.kind, self.args.json);
         if self.follow {
-            return match signals.or(until_closed(follow(session, path, json))).await {
+            let following = follow(session, path, kind, json);
+            return match signals.or(until_closed(following)).await {
                 Err(_) | Ok(Ok(())) => 0,
                 Ok(Err(err)) => status::report(&err),
             };
         }
         let looked = async {
             let children = list(session, path).await?;
-            look(session, path, &children).await
+            look(session, path, kind, children.as_deref()).await
         };
         match signals.or(looked).await {
             Err(signal) => status::of_signal(signal),
             Ok(Err(err)) => status::report(&err),
             Ok(Ok(seen)) => {
                 output::print(&view::line(path, &seen, json));
-                0
+                match seen {
+                    Seen::Missing => status::NO_SUCH_PATH,
+                    _ => 0,
+                }
             }
         }
     }
 }
 
 /// Prints a line for every change of what PATH holds. Returns when stdout is closed.
-async fn follow(session: &Session, path: &str, json: bool) -> Result<()> {
+async fn follow(session: &Session, path: &str, kind: Option<Kind>, json: bool) -> Result<()> {
     let mut events = session.events();
     let mut shown: Option<Seen> = None;
     loop {
         events.borrow_and_update();
         let looked = async {
             let (watcher, children) = watch_path(session, path).await?;
-            let parts = match semaphore(&children) {
-                true => Some((
-                    watch_path(session, &format!("{path}/leases")).await?.0,
-                    watch_path(session, &format!("{path}/locks")).await?.0,
-                )),
-                false => None,
-            };
-            Ok((watcher, parts, look(session, path, &children).await?))
+            let mut watchers = parts(session, path, kind, children.as_deref()).await?;
+            watchers.push(watcher);
+            let seen = look(session, path, kind, children.as_deref()).await?;
+            Ok((watchers, seen))
         };
-        let (watcher, parts, seen) = match looked.await {
+        let (watchers, seen) = match looked.await {
             Ok(looked) => looked,
             Err(
                 Error::Disconnected
@@ -127,63 +105,99 @@ async fn follow(session: &Session, path: &str, json: bool) -> Result<()> {
             }
             shown = Some(seen);
         }
-        let event = changed(watcher, parts).await;
+        let (event, _, _) = select_all(watchers.into_iter().map(|w| Box::pin(w.changed()))).await;
         debug!(?event, "path changed");
     }
 }
 
-/// The first event of PATH's watch and, for a semaphore, of its two queues' watches.
-async fn changed(
-    path: OneshotWatcher,
-    parts: Option<(OneshotWatcher, OneshotWatcher)>,
-) -> WatchedEvent {
-    let Some((leases, locks)) = parts else {
-        return path.changed().await;
+/// The watches a look at PATH needs besides PATH's own: on a semaphore's `leases` and
+/// `locks` (wherever PATH has children of those names and `--kind` does not say otherwise),
+/// on each key of a KeyedMutex root, and on each member of a group (its data).
+async fn parts(
+    session: &Session,
+    path: &str,
+    kind: Option<Kind>,
+    children: Option<&[String]>,
+) -> Result<Vec<OneshotWatcher>> {
+    let children = children.unwrap_or_default();
+    let named = |names: &[&str]| {
+        let mut named: Vec<String> = children.to_vec();
+        named.retain(|child| names.contains(&child.as_str()));
+        named
     };
-    tokio::select! {
-        event = path.changed() => event,
-        event = leases.changed() => event,
-        event = locks.changed() => event,
+    let (watched, data) = match kind {
+        None => (named(&SEMAPHORE_PARTS), false),
+        Some(Kind::Semaphore) => (SEMAPHORE_PARTS.map(String::from).to_vec(), false),
+        Some(Kind::Keyed) => (children.to_vec(), false),
+        Some(Kind::Group) => (children.to_vec(), true),
+        Some(Kind::Lock | Kind::Rwlock | Kind::Election) => (Vec::new(), false),
+    };
+    let mut watchers = Vec::with_capacity(watched.len());
+    for child in watched {
+        let child = format!("{path}/{child}");
+        watchers.push(match data {
+            true => watch_data(session, &child).await?,
+            false => watch_path(session, &child).await?.0,
+        });
     }
+    Ok(watchers)
 }
 
-/// PATH's children (none if it does not exist).
-async fn list(session: &Session, path: &str) -> Result<Vec<String>> {
+/// PATH's children (`None` if it does not exist).
+async fn list(session: &Session, path: &str) -> Result<Option<Vec<String>>> {
     let client = session.client().ok_or(Error::Renewing)?;
     match client.list_children(path).await {
-        Ok(children) => Ok(children),
-        Err(zookeeper_client::Error::NoNode) => Ok(Vec::new()),
+        Ok(children) => Ok(Some(children)),
+        Err(zookeeper::Error::NoNode) => Ok(None),
         Err(err) => Err(refused(path, err)),
     }
 }
 
 /// The library's error for a read of `path` that failed with `err`: [`Error::NoAuth`] if
 /// the path's ACL refused it (with its hint, see `status::report`).
-fn refused(path: &str, err: zookeeper_client::Error) -> Error {
+fn refused(path: &str, err: zookeeper::Error) -> Error {
     match err {
-        zookeeper_client::Error::NoAuth => Error::NoAuth { path: path.into() },
+        zookeeper::Error::NoAuth => Error::NoAuth { path: path.into() },
         err => err.into(),
     }
 }
 
 /// Sets a one-shot watch that fires when PATH's children change or PATH is created or
-/// deleted; returns it with the children (none while PATH does not exist).
-async fn watch_path(session: &Session, path: &str) -> Result<(OneshotWatcher, Vec<String>)> {
+/// deleted; returns it with the children (`None` while PATH does not exist).
+async fn watch_path(
+    session: &Session,
+    path: &str,
+) -> Result<(OneshotWatcher, Option<Vec<String>>)> {
     let span = info_span!("zk.observe.watch", path);
     async {
         let client = session.client().ok_or(Error::Renewing)?;
         loop {
             match client.list_and_watch_children(path).await {
-                Ok((children, watcher)) => return Ok((watcher, children)),
-                Err(zookeeper_client::Error::NoNode) => {}
+                Ok((children, watcher)) => return Ok((watcher, Some(children))),
+                Err(zookeeper::Error::NoNode) => {}
                 Err(err) => return Err(refused(path, err)),
             }
             match client.check_and_watch_stat(path).await {
-                Ok((None, watcher)) => return Ok((watcher, Vec::new())),
+                Ok((None, watcher)) => return Ok((watcher, None)),
                 // Created meanwhile: watch its children instead.
                 Ok((Some(_), _)) => continue,
                 Err(err) => return Err(refused(path, err)),
             }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Sets a one-shot watch that fires when `node`'s data is set, or it is created or
+/// deleted (a group member's).
+async fn watch_data(session: &Session, node: &str) -> Result<OneshotWatcher> {
+    let span = info_span!("zk.observe.watch_data", node);
+    async {
+        let client = session.client().ok_or(Error::Renewing)?;
+        match client.check_and_watch_stat(node).await {
+            Ok((_, watcher)) => Ok(watcher),
+            Err(err) => Err(refused(node, err)),
         }
     }
     .instrument(span)

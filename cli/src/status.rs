@@ -8,7 +8,8 @@
 //! | status | meaning |
 //! |---|---|
 //! | CMD's | CMD ran to its end (128+N if it died of signal N), also after a forwarded signal |
-//! | 64 (`EX_USAGE`) | bad arguments (checked before connecting where they can be): unknown option, malformed path, `--hosts` or duration, a duration over 24h, an id the library refuses (`join`: not one node name; `elect`: empty, a NUL, `__REVOKE__`), an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
+//! | 64 (`EX_USAGE`) | bad arguments (checked before connecting where they can be): unknown option, malformed path, `--hosts` or duration, a duration over 24h, an id the library refuses (`join`: not one node name; `elect`, `lock --id`: empty, a NUL, `__REVOKE__`), an unreadable or malformed auth file or PEM, a creator ACL without credentials, a `--semaphore` N other than the holders' |
+//! | 66 (`EX_NOINPUT`) | `status`: PATH does not exist (a typo; or a lock, semaphore or election path nobody used for a while: ZooKeeper deletes such a path once it stands empty); `PATH: no such path` is printed |
 //! | 69 (`EX_UNAVAILABLE`) | ZooKeeper cannot be used: no server reachable, credentials refused, TLS refused, the ACL denies it, the session ended |
 //! | 71 (`EX_OSERR`) | the operating system refused: signal handlers, waiting for CMD, starting CMD's watchdog |
 //! | 75 (`EX_TEMPFAIL`) | not acquired within `--timeout`; CMD did not run: try again later |
@@ -25,12 +26,14 @@ use std::io;
 use std::process::ExitStatus;
 
 use nix::sys::signal::Signal;
-use zk_recipes::Error;
+use zk_recipes::{zookeeper, Error};
 
 use crate::say::say;
 
 /// Bad arguments (`EX_USAGE`).
 pub const USAGE: u8 = 64;
+/// `status`: PATH does not exist (`EX_NOINPUT`).
+pub const NO_SUCH_PATH: u8 = 66;
 /// ZooKeeper cannot be used (`EX_UNAVAILABLE`).
 pub const UNAVAILABLE: u8 = 69;
 /// The operating system refused (`EX_OSERR`).
@@ -54,6 +57,8 @@ Exit status:
   CMD's status   CMD ran to its end (128+N if it died of signal N)
   64             bad arguments (also a duration over 24h, an unusable auth file or PEM,
                  another --semaphore N)
+  66             status: no such path (a typo, or a path ZooKeeper deleted once it
+                 stood empty)
   69             ZooKeeper cannot be used (no server reachable, credentials or TLS refused,
                  ACL denies, session ended)
   71             the operating system refused (signal handlers, waiting for CMD or
@@ -100,7 +105,7 @@ fn hint(err: &Error) -> Option<&'static str> {
         Error::AuthFailed { .. } => Some("check the user and password of --auth-file"),
         Error::Tls { .. } => Some("check --tls-ca, --tls-cert and --tls-key, and the port"),
         Error::InvalidAcl { .. } => Some("a creator-only --node-acl needs --auth-file"),
-        Error::NoAuth { .. } | Error::ZooKeeper(zookeeper_client::Error::NoAuth) => {
+        Error::NoAuth { .. } | Error::ZooKeeper(zookeeper::Error::NoAuth) => {
             Some("check --auth-file (a wrong digest password shows this way) and the path's ACL")
         }
         _ => None,

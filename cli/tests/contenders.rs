@@ -97,3 +97,49 @@ async fn status_and_observe_list_a_contender_whose_node_they_may_not_read() {
         .unwrap();
     await_empty(&client, &test.root).await;
 }
+
+/// `lock --id ID` (also with `--semaphore`) gives the node the id `status` shows; an id the
+/// library refuses exits 64 at once with its reason, before connecting (nothing listens at
+/// the hosts given: a connect would take the whole 20 s connect timeout and exit 69).
+#[tokio::test]
+async fn lock_id_is_what_status_shows_and_a_bad_one_exits_64_at_once() {
+    let test = Test::new("contenders-lock-id").await;
+    let leases = format!("{}-leases", test.root);
+    let mut lock = test.command(&["lock", "--id", "backup@host-3", &test.root]);
+    let (mut holding, _out, _) = support::first_line(&mut lock).await;
+    let mut lease = test.command(&["lock", "--semaphore", "2", "--id", "crawler-1", &leases]);
+    let (mut leasing, _lease_out, _) = support::first_line(&mut lease).await;
+
+    assert_eq!(status_json(&test).await["holder"]["id"], "backup@host-3");
+    let (output, _) = output_within(&mut test.command(&["status", "--json", &leases])).await;
+    let line: Value = serde_json::from_slice(&output.stdout).expect("a JSON line");
+    assert_eq!(line["leases"][0]["id"], "crawler-1");
+
+    for (id, reason) in [("__REVOKE__", "revoke marker"), ("", "is empty")] {
+        let mut refused = support::zk_recipes("127.0.0.1:1");
+        let args = [
+            "lock",
+            "--connect-timeout",
+            "20s",
+            "--id",
+            id,
+            "/l",
+            "--",
+            "true",
+        ];
+        let (output, took) = output_within(refused.args(args)).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "{id:?}: {stderr}");
+        assert!(stderr.contains(reason), "{id:?}: {stderr}");
+        assert!(took < Duration::from_secs(2), "{id:?} took {took:?}");
+    }
+
+    for running in [&mut holding, &mut leasing] {
+        signal(running, Signal::SIGTERM);
+        assert!(exit_within(running, PATIENCE).await.success());
+    }
+    let client = observer(&test.hosts).await;
+    await_empty(&client, &test.root).await;
+    await_empty(&client, &format!("{leases}/leases")).await;
+    await_empty(&client, &format!("{leases}/locks")).await;
+}

@@ -22,7 +22,7 @@ use tracing::{debug, info_span, Instrument};
 
 use crate::error::{Error, Result};
 use crate::path;
-use crate::queue::{Listed, Queue, MAX_DATA};
+use crate::queue::{is_contender_name, Listed, Queue, MAX_DATA};
 use crate::revoke::{revoke, REVOKE};
 use crate::session::Session;
 
@@ -61,6 +61,30 @@ pub struct Contender {
     /// Whether someone asked it to let go ([`revoke`](crate::revoke)): its node holds
     /// `__REVOKE__` (and `id` is `None`).
     pub revocation_requested: bool,
+}
+
+impl Contender {
+    /// Whether a node named `name` (the last part of its path) is named as the queue
+    /// recipes name their contenders: Curator's protected prefix `_c_<uuid>-` (ours too)
+    /// then `lock-`, `latch-`, `__READ__`, `__WRIT__` or `lease-`, or kazoo's 32 hex digits
+    /// then `__lock__` or `__rlock__`; then a sequence number. Anything else (a lock's key,
+    /// a semaphore's `leases`, a group member, even one named `order-1234567890`) is not.
+    /// [`revoke`](crate::revoke) writes only into nodes named so; a tool that looks at a
+    /// path can tell a recipe's queue by it without guessing from other names.
+    ///
+    /// ```
+    /// use zk_recipes::Contender;
+    ///
+    /// assert!(Contender::is_node_name(
+    ///     "_c_0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b-latch-0000000007"
+    /// ));
+    /// assert!(Contender::is_node_name("0f8e2c1a3b4d4e5f8a9b0c1d2e3f4a5b__rlock__0000000002"));
+    /// assert!(!Contender::is_node_name("order-1234567890"));
+    /// assert!(!Contender::is_node_name("locks"));
+    /// ```
+    pub fn is_node_name(name: &str) -> bool {
+        is_contender_name(name)
+    }
 }
 
 /// What a [`Contender`] holds or waits for.

@@ -5,7 +5,9 @@
 //! Every key's lock is exactly a [`Mutex`] on that path (the same nodes, the same
 //! guarantees, shared with Curator's `InterProcessMutex` on the same path); holders of
 //! different keys never wait for each other, and nothing is kept per key in the process
-//! (the value is as small as a [`Mutex`], whatever the number of keys).
+//! (the value is as small as a [`Mutex`], whatever the number of keys). Its contenders
+//! carry the id [`KeyedMutex::id`] sets (default `<host name>/<process id>`), shown by each
+//! key's [`Mutex::contenders`] and by `zk-recipes status --kind keyed ROOT`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
+use crate::recipes::contenders::validate_id;
 use crate::recipes::lock::{Mutex, MutexGuard};
 use crate::session::Session;
 
@@ -41,6 +44,8 @@ pub struct KeyedMutex {
     session: Session,
     root: Arc<str>,
     acl: NodeAcl,
+    /// The id its contenders carry, if set ([`id`](Self::id)); checked.
+    id: Option<Arc<str>>,
 }
 
 impl KeyedMutex {
@@ -54,6 +59,22 @@ impl KeyedMutex {
             session: session.clone(),
             root: Arc::from(path::validate_root(root)?),
             acl: session.node_acl(),
+            id: None,
+        })
+    }
+
+    /// The id every key's contenders carry (their nodes' data), instead of
+    /// `<host name>/<process id>`; shown by each key's [`Mutex::contenders`]. See
+    /// [`Mutex::id`].
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidArgument`] if `id` is empty, holds a NUL, is `__REVOKE__`, or is
+    ///   larger than a node holds (960 KiB here). Nothing is sent.
+    pub fn id(self, id: &str) -> Result<KeyedMutex> {
+        validate_id(id)?;
+        Ok(KeyedMutex {
+            id: Some(Arc::from(id)),
+            ..self
         })
     }
 
@@ -75,7 +96,11 @@ impl KeyedMutex {
     ///   too long.
     pub fn mutex(&self, key: &str) -> Result<Mutex> {
         let path = key_path(&self.root, key)?;
-        Ok(Mutex::new(&self.session, &path)?.node_acl(self.acl))
+        let mutex = Mutex::new(&self.session, &path)?.node_acl(self.acl);
+        match &self.id {
+            Some(id) => mutex.id(id),
+            None => Ok(mutex),
+        }
     }
 
     /// Waits as long as it takes to hold the lock of `key`; see [`Mutex::lock`].

@@ -1,56 +1,11 @@
-//! What `observe` and `status` print about a path: one line per look.
-//!
-//! A look ([`Seen`]) finds either a queue of contenders directly under the path, in queue
-//! order, or a semaphore's leases and acquirers, as the library lists them
-//! (`Mutex::contenders`, `RwLock::contenders`, `Semaphore::contenders`), who holds
-//! included: in an election the first leads; in a lock the first holds; in a read/write
-//! lock a writer holds when first, readers hold when no writer is ahead; a semaphore's
-//! leases hold, in order, up to the maximum recorded in `PATH/leases` (all of them if none
-//! is recorded), and a lease beyond it is the acquirer passing in. Which recipe a queue is
-//! comes from its nodes' names ([`recipe`]).
-//!
-//! * Text: `PATH: leader ID; followers: ID, ID`, `PATH: held by NAME; waiting: NAME`,
-//!   `PATH: read by NAME, NAME; waiting: writer NAME, reader NAME`, `PATH: written by
-//!   NAME; nobody waiting`, `PATH: 2 of 3 leases: NAME, NAME; waiting: NAME`, or `PATH:
-//!   empty`. A contender is named by its id (its node's data: zk-recipes' default is
-//!   `<host name>/<pid>`) or, without one (Curator's `InterProcessMutex`, a node this
-//!   session may not read, a holder asked to let go), by its node's name. A name or path
-//!   that could forge a line or a list is shown quoted with Rust's escapes
-//!   (`"a\n/x: leader b"`; [`shown`] says which).
-//! * `--json`: `{"path", "kind": "election", "leader", "participants"}` (participants
-//!   include the leader), `{"path", "kind": "lock", "holder", "waiters"}`, `{"path", "kind":
-//!   "rwlock", "holders", "waiters"}`, `{"path", "kind": "semaphore", "max", "leases",
-//!   "waiting"}` (`max`: `null` if none is recorded), or `{"path", "kind": "empty"}`; each
-//!   contender is `{"id", "node", "token", "revocation_requested"}` (`id`: `null` if not
-//!   known: its node cannot be read, or it was asked to let go; `node`: full path;
-//!   `token`: its fencing token; `revocation_requested`: someone asked it to let go), with
-//!   `"mode": "read"|"write"` in a read/write lock.
+//! A queue of contenders (a lock's, a read/write lock's, an election's) or a semaphore's
+//! leases and acquirers, in one line: who holds, then who waits (the formats: [`super`]).
 
 use serde_json::{json, Value};
 use zk_recipes::{Access, Contender};
 
+use super::{Recipe, Seen};
 use crate::output::shown;
-
-/// What a look at a path found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Seen {
-    /// The contenders of the queue directly under the path, first first (none: empty), and
-    /// whose queue it is.
-    Queue(Recipe, Vec<Contender>),
-    /// A semaphore: the maximum recorded, the leases then the acquirers, first first.
-    Semaphore {
-        max: Option<u32>,
-        contenders: Vec<Contender>,
-    },
-}
-
-/// Whose queue is directly under a path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Recipe {
-    Election,
-    Lock,
-    RwLock,
-}
 
 /// How one kind of queue is told.
 struct Kind {
@@ -118,9 +73,6 @@ const SEMAPHORE: Kind = Kind {
     ..LOCK
 };
 
-/// Node name parts that make a queue a read/write lock's.
-pub const RWLOCK_MARKS: [&str; 3] = ["__READ__", "__WRIT__", "__rlock__"];
-
 /// A look told: its kind, every contender in order, and how many of the first hold.
 struct Split<'a> {
     kind: &'static Kind,
@@ -142,6 +94,7 @@ fn split(seen: &Seen) -> Option<Split<'_>> {
             (kind, contenders)
         }
         Seen::Semaphore { contenders, .. } => (&SEMAPHORE, contenders),
+        Seen::Missing | Seen::Children(_) | Seen::Keyed(_) | Seen::Group(_) => return None,
     };
     Some(Split {
         kind,
@@ -150,8 +103,8 @@ fn split(seen: &Seen) -> Option<Split<'_>> {
     })
 }
 
-/// Renders what a look at `path` saw.
-pub fn line(path: &str, seen: &Seen, json: bool) -> String {
+/// Renders a queue or a semaphore a look at `path` saw (`PATH: empty` if nobody is there).
+pub(super) fn line(path: &str, seen: &Seen, json: bool) -> String {
     let Some(Split {
         kind,
         contenders,
@@ -166,7 +119,7 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
     let (holders, rest) = contenders.split_at(held);
     let max = match seen {
         Seen::Semaphore { max, .. } => Some(*max),
-        Seen::Queue(..) => None,
+        _ => None,
     };
     if json {
         let object = |p: &&Contender| object(p, kind.modes);
@@ -219,7 +172,7 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
 }
 
 /// The id, or the node's name if the id is empty or not known (its node cannot be read).
-fn name(contender: &Contender) -> &str {
+pub(super) fn name(contender: &Contender) -> &str {
     match contender.id.as_deref() {
         None | Some("") => node_name(contender),
         Some(id) => id,
@@ -236,7 +189,8 @@ fn writes(contender: &Contender) -> bool {
     contender.access == Access::Write
 }
 
-fn object(contender: &Contender, modes: bool) -> Value {
+/// A contender in JSON; with its `mode` in a read/write lock.
+pub(super) fn object(contender: &Contender, modes: bool) -> Value {
     let mut object = json!({
         "id": contender.id,
         "node": contender.node,
@@ -252,23 +206,6 @@ fn object(contender: &Contender, modes: bool) -> Value {
     }
     object
 }
-/// Whose queue `contenders` are, by their nodes' names.
-pub fn recipe(contenders: &[Contender]) -> Recipe {
-    let marked = |marks: &[&str]| {
-        contenders.iter().any(|c| {
-            let name = c.node.rsplit('/').next().unwrap_or(&c.node);
-            marks.iter().any(|mark| name.contains(mark))
-        })
-    };
-    if marked(&["-latch-"]) {
-        Recipe::Election
-    } else if marked(&RWLOCK_MARKS) {
-        Recipe::RwLock
-    } else {
-        Recipe::Lock
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,20 +372,5 @@ mod tests {
         let parsed: Value =
             serde_json::from_str(&line("/s", &seen(None, Vec::new()), true)).unwrap();
         assert_eq!(parsed["max"], Value::Null);
-    }
-
-    #[test]
-    fn the_recipe_is_told_by_the_nodes_names() {
-        let at = |node: &str| contender("", node, false, Access::Exclusive);
-        let told = |nodes: &[&str]| recipe(&nodes.iter().map(|n| at(n)).collect::<Vec<_>>());
-        assert_eq!(told(&["/e/_c_1-latch-0000000001"]), Recipe::Election);
-        assert_eq!(told(&["/l/_c_1-lock-0000000001"]), Recipe::Lock);
-        assert_eq!(told(&["/rw/_c_1-__WRIT__0000000001"]), Recipe::RwLock);
-        // kazoo's reader and writer; a queue of kazoo's writers alone is a lock.
-        let kazoo = ["/k/ab__rlock__0000000001", "/k/cd__lock__0000000002"];
-        assert_eq!(told(&kazoo), Recipe::RwLock);
-        assert_eq!(told(&kazoo[1..]), Recipe::Lock);
-        // A path whose name looks like a mark is told by its nodes, not by itself.
-        assert_eq!(told(&["/__READ__/_c_1-lock-0000000001"]), Recipe::Lock);
     }
 }
