@@ -1,4 +1,5 @@
-//! Group membership and the live views (members, leader) against real ZooKeeper servers.
+//! Group membership and the live views (members, leader) against real ZooKeeper servers;
+//! `group/data.rs`: a member sets its data.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -942,3 +943,6 @@ async fn a_membership_whose_session_was_closed_is_lost_and_absent() {
     assert_eq!((loss, lost), (Loss::Closed, true));
     assert_eq!(presence, Presence::Absent, "the node went with its session");
 }
+
+#[path = "group/data.rs"]
+mod data;

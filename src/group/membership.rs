@@ -7,12 +7,12 @@ mod keeper;
 use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
-use tracing::{info_span, Instrument};
+use tracing::{debug, info_span, Instrument};
 
-use super::Group;
+use super::{check_data, Group};
 use crate::error::{Error, Result};
 use crate::trust::Loss;
-use keeper::{keep, Claim};
+use keeper::{keep, Claim, Put, Wanted};
 
 /// Whether a member's node is there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +31,8 @@ pub enum Presence {
 }
 
 /// This process's membership of a [`Group`]: keeps the node `<path>/<id>` until
-/// [`leave`](Self::leave) or drop, making it again after session expiry.
+/// [`leave`](Self::leave) or drop, making it again after session expiry, with the data
+/// last set ([`set_data`](Self::set_data)).
 ///
 /// Dropping it deletes the node in the background: to join again under the same id on the
 /// same session, [`leave`](Self::leave) first (a join that comes before the delete finds
@@ -49,7 +50,9 @@ pub enum Presence {
 /// very code) has the same versions. So no check sent to the servers proves that the node
 /// at `<path>/<id>` is the one this membership made, and a write fenced by it could commit
 /// after the id was taken. Fence writes with what has a node of its own: a
-/// [`Mutex`](crate::Mutex) guard or a [`Leadership`](crate::Leadership).
+/// [`Mutex`](crate::Mutex) guard or a [`Leadership`](crate::Leadership). The one write a
+/// membership makes is of its own data into its own node ([`set_data`](Self::set_data)),
+/// which says how close it comes.
 ///
 /// ```compile_fail
 /// # fn demo(member: zk_recipes::Membership) {
@@ -65,6 +68,10 @@ pub struct Membership {
     presence: watch::Receiver<Presence>,
     /// Why the membership ended, once it did: it is no longer kept.
     ended: watch::Receiver<Option<Loss>>,
+    /// The data the member wants in its node, for the task that writes it.
+    wanted: watch::Sender<Wanted>,
+    /// What the task did with it.
+    put: watch::Receiver<Put>,
     stop: Option<oneshot::Sender<()>>,
     done: Option<oneshot::Receiver<Result<()>>>,
 }
@@ -77,11 +84,17 @@ impl Membership {
         id: &str,
         data: Vec<u8>,
     ) -> Result<Membership> {
+        let (wanted, wanted_rx) = watch::channel(Wanted {
+            serial: 0,
+            data: data.into(),
+        });
+        let (put_tx, put) = watch::channel(Put::default());
         let claim = Claim {
             session: group.session.clone(),
             root: group.root.clone(),
             node: node.into(),
-            data,
+            wanted: wanted_rx,
+            put: put_tx,
             acl: group.acl,
         };
         let node = claim.node.clone();
@@ -107,6 +120,8 @@ impl Membership {
             created,
             presence,
             ended,
+            wanted,
+            put,
             stop: Some(stop),
             done: Some(done),
         })
@@ -157,6 +172,84 @@ impl Membership {
         let mut ended = self.ended.clone();
         let loss = ended.wait_for(Option::is_some).await.map(|loss| *loss);
         loss.ok().flatten().unwrap_or(Loss::Closed)
+    }
+
+    /// Sets the member's data (as Curator's `setThisData`): writes it into the member's
+    /// node, and keeps it, so that a node made again (after expiry, after a deletion)
+    /// carries it; views ([`Group::watch_members`](crate::Group::watch_members)) show it.
+    /// Returns once the data is in the node: written into it, or the node made again with
+    /// it (or with data set after it: calls racing each other, the last set wins). Waits
+    /// while the node is away or the connection is down: bound it with
+    /// [`tokio::time::timeout`].
+    ///
+    /// The membership's task does every write, and only into the node this membership
+    /// made (by the zxid that created it), never into one another session made at the path:
+    ///
+    /// * **Over, it writes nothing.** A membership that [`is_lost`](Self::is_lost) (its id
+    ///   [`Taken`](Presence::Taken), its session closed, its node not made again) fails at
+    ///   once, and its task no longer writes at all.
+    /// * **Away, the node made again carries it.** While the node is
+    ///   [`Absent`](Presence::Absent) (gone, being made again), nothing is written: the
+    ///   data goes in with the create. If the node cannot be made again (its id was taken
+    ///   meanwhile), the call fails and nothing was written.
+    /// * **Present, it writes at the version seen.** The data is written at the version the
+    ///   node had when the task last looked at it (and set the node's watch, which fires on
+    ///   every change after): a node changed since is looked at again before it is
+    ///   written, and one that is another node now is not written.
+    ///
+    /// What remains is the window of [`leave`](Self::leave)'s delete: the servers check a
+    /// node's version, never which node it is. If, after the task's last look, someone
+    /// deletes the node and another session makes one at the path with the same data
+    /// version (a new node has version 0: one whose member set no data since), and that
+    /// happens while the notification of the deletion is on its way to us and our write
+    /// on its way to the servers (less than one round trip), the write lands in the other
+    /// session's node. The reply tells: the task logs a warning naming the node, does not
+    /// count the data as written, and the deletion then ends the membership as taken (this
+    /// call fails with [`Error::Lost`]).
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidArgument`] if `data` is larger than a node holds (960 KiB here):
+    ///   nothing changes.
+    /// * [`Error::Lost`] if the membership is over, or ends before the data is in its
+    ///   node: nothing was written (but for the window above).
+    /// * [`Error::NoAuth`] if the servers refuse the write (someone changed the node's
+    ///   ACL): the node keeps its data; a node made again gets the new data.
+    /// * [`Error::ConnectionLoss`] if the connection broke with the write in flight three
+    ///   times: whether it was written is unknown; a node made again gets the new data.
+    ///
+    /// # Cancel safety
+    /// Cancel safe in effect: from the call's first poll, the data is kept and written by
+    /// the membership's task, whether the call is awaited to the end or dropped.
+    pub async fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
+        let data = data.into();
+        check_data(&data)?;
+        if self.is_lost() {
+            return Err(self.lost_error());
+        }
+        let mut serial = 0;
+        self.wanted.send_modify(|wanted| {
+            wanted.serial += 1;
+            wanted.data = data.into();
+            serial = wanted.serial;
+        });
+        debug!(node = %self.node, serial, "member data set");
+        let (mut put, mut ended) = (self.put.clone(), self.ended.clone());
+        tokio::select! {
+            // Written, then ended: written.
+            biased;
+            put = put.wait_for(|put| put.serial >= serial) => match put {
+                Ok(put) => put.refused.clone().map_or(Ok(()), Err),
+                Err(_) => Err(self.lost_error()),
+            },
+            _ = ended.wait_for(Option::is_some) => Err(self.lost_error()),
+        }
+    }
+
+    /// The error of a membership that is over.
+    fn lost_error(&self) -> Error {
+        Error::Lost {
+            node: self.node.to_string(),
+        }
     }
 
     /// Leaves the group: deletes the node and returns once it is gone (deleted, or gone

@@ -41,10 +41,11 @@ pub struct Member {
 ///   Apache Curator's `GroupMember` layout (a `PersistentNode` in EPHEMERAL mode under the
 ///   membership path), so Rust and Java services see one group.
 /// * **It stays as long as the member wants it.** [`Group::join`] creates the node; the
-///   [`Membership`] it returns keeps it: after the session expires it is made again, with the
-///   same id and data, on the session [`Session`] renews itself into; deleted by someone, it
-///   is made again at once. [`Membership::leave`] and dropping the membership delete it (in
-///   the background, retried until it is gone or its session is over, as a lock's release).
+///   [`Membership`] it returns keeps it: after the session expires it is made again, with
+///   the same id and the data last set ([`Membership::set_data`]), on the session
+///   [`Session`] renews itself into; deleted by someone, it is made again at once.
+///   [`Membership::leave`] and dropping the membership delete it (in the background,
+///   retried until it is gone or its session is over, as a lock's release).
 /// * **One node, one member.** A node with the id that belongs to another live session is
 ///   never taken over: [`Group::join`] fails at once with [`Error::IdTaken`], and nothing
 ///   is created. (Curator's `PersistentNode` would write into it and share it; this recipe
@@ -57,7 +58,8 @@ pub struct Member {
 /// * **No fenced writes.** A member's node is named by its id, a path any session may
 ///   create again, so the servers cannot prove that it is the node this membership made:
 ///   a [`Membership`] offers no fenced writes (its docs say why). Fence with a lock or a
-///   leadership.
+///   leadership. A member writes only its own data into its own node
+///   ([`Membership::set_data`], which says how close it comes to a fence).
 /// * **Views.** [`Group::watch_members`] and
 ///   [`LeaderElection::watch_leader`](crate::LeaderElection::watch_leader) are
 ///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling. A
