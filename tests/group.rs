@@ -1,4 +1,5 @@
 //! Group membership and the live views (members, leader) against real ZooKeeper servers;
+//! `group/join_within.rs`: a join that waits, bounded, for another session's node to go;
 //! `group/data.rs`: a member sets its data.
 
 use std::collections::BTreeMap;
@@ -946,3 +947,5 @@ async fn a_membership_whose_session_was_closed_is_lost_and_absent() {
 
 #[path = "group/data.rs"]
 mod data;
+#[path = "group/join_within.rs"]
+mod join_within;

@@ -7,6 +7,7 @@ mod keeper;
 use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 use tracing::{debug, info_span, Instrument};
 
 use super::{check_data, Group};
@@ -77,12 +78,14 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Makes the node on the live session and starts keeping it.
+    /// Makes the node on the live session and starts keeping it; waits for another
+    /// session's node at the path to go until `until`, if given.
     pub(super) async fn join(
         group: &Group,
         node: String,
         id: &str,
         data: Vec<u8>,
+        until: Option<Instant>,
     ) -> Result<Membership> {
         let (wanted, wanted_rx) = watch::channel(Wanted {
             serial: 0,
@@ -96,6 +99,7 @@ impl Membership {
             wanted: wanted_rx,
             put: put_tx,
             acl: group.acl,
+            until,
         };
         let node = claim.node.clone();
         let (presence_tx, presence) = watch::channel(Presence::Absent);

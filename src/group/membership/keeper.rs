@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 use zookeeper_client::{Client, CreateMode, EventType, SessionId, SessionState, Stat};
 
@@ -56,6 +57,9 @@ pub(super) struct Claim {
     pub(super) wanted: watch::Receiver<Wanted>,
     pub(super) put: watch::Sender<Put>,
     pub(super) acl: NodeAcl,
+    /// Until when the first make waits for another session's node at the path to go
+    /// ([`Group::join_within`](crate::Group::join_within)); `None`: it does not wait.
+    pub(super) until: Option<Instant>,
 }
 
 /// The node made: on which session's client, and the zxid that created it (its identity).
@@ -87,7 +91,7 @@ pub(super) async fn keep(
 ) -> Result<()> {
     let first = async {
         let client = claim.session.live().await?;
-        let czxid = claim.make(&client, None).await?;
+        let czxid = claim.make(&client, None, claim.until).await?;
         Ok(Made {
             client: Arc::downgrade(&client),
             owner: client.session_id().0,
@@ -168,13 +172,18 @@ fn closed(presence: &watch::Sender<Presence>, ended: &watch::Sender<Option<Loss>
 impl Claim {
     /// Creates the node on `client` (and the group path, if missing), with the data
     /// wanted now, or finds it ours (a create whose reply was lost). A node of `previous`
-    /// (our session before expiry) is waited for until it goes. A create whose outcome
-    /// stays unknown is sent at most [`ATTEMPTS`] times.
+    /// (our session before expiry) is waited for until it goes; another session's, until
+    /// `until`. A create whose outcome stays unknown is sent at most [`ATTEMPTS`] times.
     ///
     /// # Notable errors
     /// * [`Error::IdTaken`] if the node belongs to another session (another membership of
-    ///   this session included), or is persistent.
-    async fn make(&self, client: &Client, previous: Option<i64>) -> Result<i64> {
+    ///   this session included) and does not go by `until`, or is persistent.
+    async fn make(
+        &self,
+        client: &Client,
+        previous: Option<i64>,
+        until: Option<Instant>,
+    ) -> Result<i64> {
         let options = CreateMode::Ephemeral.with_acls(self.acl.acls());
         let (serial, data) = {
             let wanted = self.wanted.borrow();
@@ -189,7 +198,10 @@ impl Claim {
                     self.make_root(client).await?;
                 }
                 Err(zookeeper_client::Error::NodeExists) => {
-                    if let Some(czxid) = self.found_ours(client, previous, unknown > 0).await? {
+                    let maybe_ours = unknown > 0;
+                    if let Some(czxid) =
+                        self.found_ours(client, previous, maybe_ours, until).await?
+                    {
                         break czxid;
                     }
                 }
@@ -206,16 +218,17 @@ impl Claim {
 
     /// Whether the node that exists is ours: made by this session, when a create of ours
     /// may have made it (`maybe_ours`). `false` once it is gone: a node of `previous` is
-    /// waited for.
+    /// waited for; another session's ephemeral node, until `until`.
     ///
     /// # Notable errors
-    /// * [`Error::IdTaken`] if it belongs to another session or another membership, or is
-    ///   persistent.
+    /// * [`Error::IdTaken`] if it belongs to another session or another membership and
+    ///   does not go by `until`, or is persistent.
     async fn found_ours(
         &self,
         client: &Client,
         previous: Option<i64>,
         maybe_ours: bool,
+        until: Option<Instant>,
     ) -> Result<Option<i64>> {
         let ours = client.session_id().0;
         let (stat, watcher) = client
@@ -229,17 +242,30 @@ impl Claim {
         if owner == ours && maybe_ours {
             return Ok(Some(czxid));
         }
-        if owner == ours || previous != Some(owner) {
-            return Err(Error::IdTaken {
-                node: self.node.to_string(),
-            });
+        let taken = || Error::IdTaken {
+            node: self.node.to_string(),
+        };
+        if owner != ours && previous == Some(owner) {
+            debug!(
+                owner,
+                "our expired session's node is still there; waiting for it to go"
+            );
+            watcher.changed().await;
+            return Ok(None);
         }
-        debug!(
-            owner,
-            "our expired session's node is still there; waiting for it to go"
+        // A persistent node never goes by itself.
+        let Some(until) = until.filter(|_| owner != 0) else {
+            return Err(taken());
+        };
+        info!(
+            owner = %SessionId(owner),
+            "the id's node is another session's; waiting for it to go"
         );
-        watcher.changed().await;
-        Ok(None)
+        // Dropped unfired at the bound, the watch is removed from the servers.
+        match tokio::time::timeout_at(until, watcher.changed()).await {
+            Ok(_) => Ok(None),
+            Err(_) => Err(taken()),
+        }
     }
 
     /// Creates the group path and its missing parents as container nodes (as Curator does).
@@ -263,7 +289,7 @@ impl Claim {
         let mut pause = FIRST_PAUSE;
         loop {
             let client = self.session.live().await?;
-            match self.make(&client, Some(previous)).await {
+            match self.make(&client, Some(previous), None).await {
                 Ok(czxid) => {
                     return Ok(Made {
                         client: Arc::downgrade(&client),
