@@ -62,7 +62,7 @@ use zk_recipes::{
     Error, Group, KeyedMutex, LeaderElection, Leadership, Loss, Member, Membership, MutexGuard,
     Presence, Session, Written,
 };
-use zookeeper_client::{Acls, CreateMode};
+use zookeeper_client::CreateMode;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -108,7 +108,7 @@ async fn main() -> Result<(), BoxError> {
     let mut terminate = signal(SignalKind::terminate())?;
     let mut ended = None;
     tokio::select! {
-        result = lead(&session, &id, &candidate, &group, &assignment, partitions) => result?,
+        result = lead(&id, &candidate, &group, &assignment, partitions) => result?,
         result = follow(&session, &id, &member, &assignment, &mine_tx) => ended = Some(result?),
         Some(ended) = workers.join_next() => ended??,
         _ = tokio::signal::ctrl_c() => say(&id, "interrupted"),
@@ -134,7 +134,6 @@ async fn main() -> Result<(), BoxError> {
 /// Whenever this replica leads: deals the partitions to the live members, again on every
 /// change of the members, and stops the moment the leadership is lost.
 async fn lead(
-    session: &Session,
     id: &str,
     candidate: &zk_recipes::Candidate,
     group: &Group,
@@ -148,7 +147,7 @@ async fn lead(
             // `biased`: a leadership found lost wins over dealing that is ready at once.
             biased;
             _ = leadership.lost() => {}
-            result = deal(session, id, &leadership, group, assignment, partitions) => result?,
+            result = deal(id, &leadership, group, assignment, partitions) => result?,
         }
         let loss = leadership.lost().await;
         say(id, &format!("role: follower (leadership lost: {loss:?})"));
@@ -158,7 +157,6 @@ async fn lead(
 /// Publishes an assignment of the partitions to the live members, and again on every
 /// change of the members; returns once it finds the leadership lost.
 async fn deal(
-    session: &Session,
     id: &str,
     leadership: &Leadership,
     group: &Group,
@@ -173,7 +171,7 @@ async fn deal(
             return Ok(());
         }
         let text = assign(leadership.term(), &members.borrow_and_update(), partitions);
-        match publish(session, leadership, assignment, &text).await? {
+        match publish(leadership, assignment, &text).await? {
             Some(version) => say(id, &format!("published v{version}: {text}")),
             None => say(id, "not published: the leadership is gone (fenced)"),
         }
@@ -198,42 +196,49 @@ fn assign(term: u64, members: &[Member], partitions: u32) -> String {
 
 /// Writes `text` into the assignment node with a write fenced by `leadership`: it commits
 /// only while the leadership holds; the node's new version, or `None` if the leadership is
-/// gone.
+/// gone. The first assignment creates the node, with its parents, by a write fenced alike.
 async fn publish(
-    session: &Session,
     leadership: &Leadership,
     assignment: &str,
     text: &str,
 ) -> Result<Option<i32>, BoxError> {
     loop {
-        let write = leadership
+        let set = leadership
             .fenced()
             .set_data(assignment, text.as_bytes(), None);
-        match write.commit().await {
-            Ok(written) => {
-                return Ok(written.iter().find_map(|written| match written {
-                    Written::DataSet { version } => Some(*version),
-                    _ => None,
-                }))
-            }
+        match set.commit().await {
+            Ok(written) => return Ok(version(&written)),
             Err(Error::Lost { .. }) => return Ok(None),
             Err(Error::FencedOpFailed {
                 reason: zookeeper_client::Error::NoNode,
                 ..
-            }) => {
-                // No assignment yet: an empty one (it assigns nothing), then the fenced write.
-                let Some(client) = session.client() else {
-                    return Ok(None);
-                };
-                let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-                match client.create(assignment, &[], &persistent).await {
-                    Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
-                    Err(err) => return Err(err.into()),
-                }
-            }
+            }) => {}
+            Err(err) => return Err(err.into()),
+        }
+        let create = leadership.fenced().create_with_parents(
+            assignment,
+            text.as_bytes(),
+            CreateMode::Persistent,
+        );
+        match create.commit().await {
+            Ok(_) => return Ok(Some(0)),
+            Err(Error::Lost { .. }) => return Ok(None),
+            // Made meanwhile (by an operator: a deposed master's write is fenced): set it.
+            Err(Error::FencedOpFailed {
+                reason: zookeeper_client::Error::NodeExists,
+                ..
+            }) => {}
             Err(err) => return Err(err.into()),
         }
     }
+}
+
+/// The data version a fenced `set_data` wrote.
+fn version(written: &[Written]) -> Option<i32> {
+    written.iter().find_map(|written| match written {
+        Written::DataSet { version } => Some(*version),
+        _ => None,
+    })
 }
 
 /// Watches the assignment and this replica's membership, and tells the workers which

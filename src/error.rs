@@ -138,7 +138,10 @@ pub enum Error {
     /// What was held (a lock, a lease or a leadership) was already lost when it was given
     /// up: the session had expired or was suspended, or the node had been deleted. What was
     /// done under it may have overlapped with another holder. Nothing of anyone else's was
-    /// touched; the node, if it was still there, was deleted all the same.
+    /// touched; the node, if it was still there, was deleted all the same. Also what a
+    /// write for a hold that is over gets ([`Fenced::commit`](crate::Fenced::commit), a
+    /// [`Membership::set_data`](crate::Membership::set_data) of a membership that ended):
+    /// nothing was written.
     #[error("{node:?} was already lost")]
     Lost {
         /// The node that held.

@@ -107,6 +107,14 @@ pub(crate) fn join(parent: &str, child: &str) -> String {
     path
 }
 
+/// The ancestors of a validated path, outermost first, without the root `/` and without
+/// `path` itself: `/a/b/c` gives `/a`, then `/a/b`.
+pub(crate) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/')
+        .skip(1)
+        .map(move |(at, _)| &path[..at])
+}
+
 /// `parent/name` for a validated root, if `name` is one path component that makes a valid
 /// path (a per-key lock's key, a group member's id).
 pub(crate) fn child(parent: &str, name: &str) -> Result<String> {
@@ -195,5 +203,12 @@ mod tests {
     #[test]
     fn joins() {
         assert_eq!(join("/a/b", "c"), "/a/b/c");
+    }
+
+    #[test]
+    fn lists_ancestors_outermost_first() {
+        let listed = |path| ancestors(path).collect::<Vec<_>>();
+        assert_eq!(listed("/a/b/c"), ["/a", "/a/b"]);
+        assert!(listed("/a").is_empty());
     }
 }

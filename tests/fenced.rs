@@ -496,6 +496,8 @@ async fn a_hold_as_a_trait_object_fences_and_hears_a_request() {
 // gets; holds of an expired session; a log written only through fenced() under faults.
 #[path = "fenced/edges.rs"]
 mod edges;
+#[path = "fenced/parents.rs"]
+mod parents;
 #[path = "fenced/stale.rs"]
 mod stale;
 #[path = "fenced/through_faults.rs"]

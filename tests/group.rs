@@ -1,4 +1,6 @@
-//! Group membership and the live views (members, leader) against real ZooKeeper servers.
+//! Group membership and the live views (members, leader) against real ZooKeeper servers;
+//! `group/join_within.rs`: a join that waits, bounded, for another session's node to go;
+//! `group/data.rs`: a member sets its data.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -942,3 +944,8 @@ async fn a_membership_whose_session_was_closed_is_lost_and_absent() {
     assert_eq!((loss, lost), (Loss::Closed, true));
     assert_eq!(presence, Presence::Absent, "the node went with its session");
 }
+
+#[path = "group/data.rs"]
+mod data;
+#[path = "group/join_within.rs"]
+mod join_within;

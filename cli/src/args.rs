@@ -102,8 +102,9 @@ pub enum Command {
     /// layout), keeps it while CMD runs (made again after a session expiry), deletes it
     /// once CMD exits, and exits with CMD's status. CMD gets ZK_MEMBER_NODE and
     /// ZK_MEMBER_ZXID (the zxid that created the node). An ID held by another live session
-    /// is refused (exit 69, CMD not run); if another session takes the ID while this one
-    /// had expired, CMD is stopped as by `lock` on a loss (exit 79). Signals are passed on
+    /// is refused (exit 69, CMD not run), at once or, with --wait, once it is still held
+    /// after that wait; if another session takes the ID while this one had expired, CMD is
+    /// stopped as by `lock` on a loss (exit 79). Signals are passed on
     /// as by `lock`. Without CMD: prints the node and the zxid, and stays a member until a
     /// signal.
     #[command(after_help = help(JOIN_EXAMPLES))]
@@ -242,6 +243,11 @@ pub struct Join {
     /// The member's data, e.g. its address (default: none).
     #[arg(long, value_name = "D", default_value = "")]
     pub data: String,
+    /// If ID's node is another session's (this member's previous run, killed, whose session
+    /// the servers have not expired yet), wait up to D for it to go, then join; a node
+    /// still there after D is refused (exit 69). Never takes over a live member's node.
+    #[arg(long, value_name = "D", value_parser = duration::parse)]
+    pub wait: Option<Duration>,
     #[command(flatten)]
     pub run: Run,
     // Last: its security options end the help, under their own heading.
@@ -389,7 +395,10 @@ Examples:
 const JOIN_EXAMPLES: &str = "\
 Examples:
   # Serve, and be listed as a member while serving:
-  zk-recipes join /services/orders/members --id \"$(hostname)\" --data 10.0.0.7:8080 -- ./serve";
+  zk-recipes join /services/orders/members --id \"$(hostname)\" --data 10.0.0.7:8080 -- ./serve
+
+  # Restarted at once after a crash: wait for the previous run's node (session 10s) to go:
+  zk-recipes join /services/orders/members --id \"$(hostname)\" --wait 15s -- ./serve";
 
 /// A command's examples followed by the exit statuses.
 fn help(examples: &str) -> String {

@@ -6,7 +6,8 @@
 //!   expiry — and deleted once CMD has exited; zk-recipes exits with CMD's status. CMD gets
 //!   `ZK_MEMBER_NODE` and `ZK_MEMBER_ZXID` (the zxid that created the node).
 //! * **Taken.** An ID held by another live session is refused before CMD starts (exit 69,
-//!   nothing created). If another session takes the ID while this member's session had
+//!   nothing created); with `--wait D`, once its node is still there after D
+//!   ([`Group::join_within`]: a restart waits for its previous session's node to go). If another session takes the ID while this member's session had
 //!   expired, the membership is over: CMD is stopped as `lock` stops it on a loss (exit 79),
 //!   and the taker's node is never written or deleted. A membership is no
 //!   [`Hold`](zk_recipes::Hold): it runs CMD as a [`held::Member`].
@@ -36,7 +37,11 @@ impl OnSession for Join {
             Err(err) => return status::report(&err),
         };
         let joining = async {
-            let joined = group.join(&self.id, self.data.as_bytes()).await;
+            let data = self.data.as_bytes();
+            let joined = match self.wait {
+                Some(wait) => group.join_within(&self.id, data, wait).await,
+                None => group.join(&self.id, data).await,
+            };
             joined.map(|membership| Some(held::Member(membership)))
         };
         held::acquire_and_run(joining, held::MEMBERSHIP, &self.run, signals).await

@@ -261,3 +261,51 @@ async fn members_show_set_data_a_replaced_member_and_one_they_may_not_read() {
     assert_eq!(exit_within(&mut watching, PATIENCE).await.code(), Some(0));
     await_empty(&client, &test.root).await;
 }
+
+/// A member SIGKILLed and restarted at once: its previous session's node is still there,
+/// so `join` alone is refused (exit 69, CMD not run); `join --wait` joins once the servers
+/// have expired that session, and runs CMD with the new node.
+#[tokio::test]
+async fn join_wait_joins_once_a_killed_members_node_is_gone() {
+    // Long enough that the refused restart surely comes before the node goes.
+    const KILLED_TIMEOUT: &str = "6s";
+    let test = Test::new("join-wait").await;
+    let client = observer(&test.hosts).await;
+    let node = format!("{}/r2", test.root);
+    let mut join = test.command(&["join", &test.root, "--id", "r2"]);
+    join.args(["--session-timeout", KILLED_TIMEOUT]);
+    let (mut killed, _out, line) = first_line(&mut join).await;
+    assert_eq!(line.trim(), format!("ZK_MEMBER_NODE={node}"));
+    let (_, first) = client.get_data(&node).await.expect("the node");
+    signal(&killed, Signal::SIGKILL);
+    exit_within(&mut killed, PATIENCE).await;
+
+    let ran = test.scratch.file("ran");
+    let touch = ["--", "touch", ran.to_str().expect("a path")];
+    let mut refused = test.command(&["join", &test.root, "--id", "r2"]);
+    let (output, _) = output_within(refused.args(touch)).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(!ran.exists(), "CMD ran");
+
+    let print = [
+        "--",
+        "sh",
+        "-c",
+        r#"echo "$ZK_MEMBER_NODE $ZK_MEMBER_ZXID""#,
+    ];
+    let mut waiting = test.command(&["join", &test.root, "--id", "r2", "--wait", "30s"]);
+    let (output, waited) = output_within(waiting.args(print)).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let (printed, zxid) = stdout.trim().split_once(' ').expect("node and zxid");
+    assert_eq!(printed, node);
+    let zxid: i64 = zxid.parse().expect("a zxid");
+    assert!(
+        zxid > first.czxid,
+        "a new node: {zxid} after {}",
+        first.czxid
+    );
+    assert!(waited < PATIENCE, "{waited:?}");
+    await_empty(&client, &test.root).await;
+}

@@ -1,8 +1,12 @@
 //! Fenced writes: [`Fenced`], a transaction that commits only while a hold is intact.
 //!
-//! The semantics are stated on [`Fenced`], the public face of this module.
+//! The semantics are stated on [`Fenced`], the public face of this module; `parents`
+//! holds what creates with parents need.
 
-use tracing::{info_span, Instrument};
+mod parents;
+
+use tracing::{debug, debug_span, info_span, Instrument};
+use zookeeper_client::Error as Zk;
 use zookeeper_client::{CreateMode, MultiWriteError, MultiWriteResult, MultiWriter};
 
 use super::Core;
@@ -10,6 +14,7 @@ use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::path;
 use crate::queue::MAX_DATA;
+use parents::{Parents, Slot};
 
 /// The bytes a multi spends on one operation besides its path and data, at most: its
 /// header (type, done flag, error: 9 bytes), the lengths of path and data (8), a version or
@@ -17,10 +22,11 @@ use crate::queue::MAX_DATA;
 /// request's own header fits in what [`MAX_DATA`] leaves below the servers' limit.
 const OP_OVERHEAD: usize = 96;
 
-/// How many times a transaction that writes into the holder's own node is sent while the
-/// node keeps changing between its read and the write (others write into it: a request to
-/// let go, a hint).
-const OWN_NODE_ATTEMPTS: u32 = 3;
+/// How many times a transaction is sent while what it rests on keeps changing between a
+/// read and the write: the holder's own node, that it writes into (others write into it
+/// too: a request to let go, a hint), or the parents of its creates with parents (others
+/// make or remove them).
+const ATTEMPTS: u32 = 3;
 
 /// A transaction fenced by a hold: the operations added, committed in one multi behind a
 /// check that the holder's node exists.
@@ -28,9 +34,10 @@ const OWN_NODE_ATTEMPTS: u32 = 3;
 /// Every hold (a [`MutexGuard`](crate::MutexGuard), an [`RwLock`](crate::RwLock) guard, a
 /// [`Lease`](crate::Lease), a [`Leadership`](crate::Leadership)) offers `fenced()`: a
 /// builder of writes (`create`, `set_data`, `delete`, `check`, as zookeeper-client's
-/// `MultiWriter` has them) committed in **one** ZooKeeper multi whose first operation checks
-/// that the holder's own node still exists. So they are written all together while the hold
-/// is intact, or not at all:
+/// `MultiWriter` has them, and [`create_with_parents`](Fenced::create_with_parents))
+/// committed in **one** ZooKeeper multi whose first operation checks that the holder's own
+/// node still exists. So they are written all together while the hold is intact, or not
+/// at all:
 ///
 /// * **A stale holder writes nothing.** A holder whose session expired (even one paused
 ///   past its session timeout, that has not heard of it yet), whose node was deleted, or
@@ -92,6 +99,8 @@ enum Op {
         path: String,
         data: Vec<u8>,
         mode: CreateMode,
+        /// Whether its missing parents are created with it.
+        parents: bool,
     },
     SetData {
         path: String,
@@ -145,6 +154,39 @@ impl Fenced {
             path: path.into(),
             data: data.into(),
             mode,
+            parents: false,
+        });
+        self
+    }
+
+    /// Creates `path` as [`create`](Self::create) does, and each missing parent with it,
+    /// in the same transaction: persistent, empty, with the session's
+    /// [`NodeAcl`](crate::NodeAcl). Fails the transaction if `path` exists.
+    ///
+    /// * **Fenced too.** The parents are created by the transaction itself, just before
+    ///   the operation (outermost first; a parent that an earlier operation creates is left
+    ///   to it): they are written only while the hold is intact, together with everything
+    ///   else, or not at all. A stale holder's transaction leaves no parent behind.
+    /// * **What it costs.** While the parents exist, nothing: the transaction is sent as
+    ///   is. When one is missing, the servers refuse that first send (nothing is written),
+    ///   the parents are looked up (the looks sent back to back: one round trip), and the
+    ///   transaction is sent again with their creates. A parent that others make or remove
+    ///   meanwhile (`NodeExists`, `NoNode` on it) is looked up again, and the transaction
+    ///   sent again: three sends at most, then [`Error::FencedOpFailed`] with this
+    ///   operation's index and the parent's path.
+    /// * **Persistent parents, not containers**, as Curator's `creatingParentsIfNeeded`
+    ///   makes them: state kept under a hold is meant to stay, and a container goes once
+    ///   its last child does, to be missing for the next write. To make a path outside any
+    ///   transaction, see [`Session::ensure_path`](crate::Session::ensure_path).
+    ///
+    /// The parents made are not among what [`commit`](Self::commit) returns: its
+    /// [`Written::Created`] for this operation names `path` (with its sequence number).
+    pub fn create_with_parents(mut self, path: &str, data: &[u8], mode: CreateMode) -> Fenced {
+        self.ops.push(Op::Create {
+            path: path.into(),
+            data: data.into(),
+            mode,
+            parents: true,
         });
         self
     }
@@ -186,11 +228,13 @@ impl Fenced {
     /// * [`Error::Lost`] if the hold is over (its node is gone, its session expired or
     ///   was closed) or already reads as lost: nothing was written.
     /// * [`Error::FencedOpFailed`] if the servers refused an operation of the caller's
-    ///   (index, path and reason): nothing was written. Also (reason `BadVersion`) if others
-    ///   kept writing into the holder's node while the transaction wrote into it, three
-    ///   times.
+    ///   (index, path and reason), or the create of a parent of a
+    ///   [`create_with_parents`](Self::create_with_parents) (its index, the parent's path):
+    ///   nothing was written. Also (reason `BadVersion`) if others kept writing into the
+    ///   holder's node while the transaction wrote into it, three times.
     /// * [`Error::InvalidPath`] or [`Error::InvalidArgument`] for a malformed path or a
-    ///   transaction too large for the servers: nothing was sent.
+    ///   transaction too large for the servers: nothing was sent (or, if only the creates
+    ///   of missing parents make it too large, nothing was written).
     /// * [`Error::NoAuth`] if the servers refuse to let the session read the holder's node
     ///   (someone changed its ACL): nothing was written; the hold itself is not lost.
     /// * [`Error::Disconnected`] at once if the connection is down: nothing was sent.
@@ -204,39 +248,67 @@ impl Fenced {
         let span = info_span!("zk.fenced.commit", node = %self.hold.node(), ops = self.ops.len());
         async {
             self.validate()?;
+            let mut parents = Parents::default();
             let mut attempt = 1;
             loop {
-                let committed = self.send().await?;
-                match committed {
+                self.check_size(&parents)?;
+                let committed = self.send(&parents).await?;
+                let slots = parents.slots(&self.ops);
+                let again = attempt < ATTEMPTS;
+                attempt += 1;
+                match &committed {
                     // The holder's node changed between its read and the write over it.
                     Err(MultiWriteError::OperationFailed {
                         index: 0,
-                        source: zookeeper_client::Error::BadVersion,
-                    }) if attempt < OWN_NODE_ATTEMPTS => attempt += 1,
-                    committed => return self.outcome(committed),
+                        source: Zk::BadVersion,
+                    }) if again => continue,
+                    Err(MultiWriteError::OperationFailed { index, source })
+                        if again && Parents::moved(slots.get(*index), source) => {}
+                    _ => return self.outcome(committed, &slots),
                 }
+                // Looked up again even if none was missing before: others may have made
+                // them meanwhile.
+                parents = parents::missing(&*self.hold.connected()?, &self.ops)
+                    .instrument(debug_span!("zk.fenced.parents"))
+                    .await?;
+                debug!(
+                    ?parents,
+                    "sending again with the creates of the parents missing"
+                );
             }
         }
         .instrument(span)
         .await
     }
 
-    /// Sends the multi once: the check of the holder's node, then the operations. One that
-    /// writes into the holder's node itself is sent behind a read of it, and checks the
-    /// version read: a request to let go in it is latched before it is written over, never
-    /// withdrawn unseen.
-    async fn send(&self) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
+    /// Sends the multi once: the check of the holder's node, then the operations, each
+    /// behind the creates of its missing `parents`. One that writes into the holder's node
+    /// itself is sent behind a read of it, and checks the version read: a request to let go
+    /// in it is latched before it is written over, never withdrawn unseen.
+    async fn send(
+        &self,
+        parents: &Parents,
+    ) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
         let client = self.hold.connected()?;
         let version = match self.own_node_write() {
             Some(_) => self.hold.read_own_node().await?,
             None => -1,
         };
         let acl = self.hold.acl();
+        let parent = CreateMode::Persistent.with_acls(acl.acls());
         let mut writer = client.new_multi_writer();
         writer.add_check_version(self.hold.node(), version)?;
-        for (index, op) in self.ops.iter().enumerate() {
-            op.add_to(&mut writer, acl)
-                .map_err(|err| invalid(index, op, &err.to_string()))?;
+        for slot in parents.slots(&self.ops) {
+            let added = match slot {
+                Slot::Check => continue,
+                Slot::Parent { op, path } => writer
+                    .add_create(path, &[], &parent)
+                    .map_err(|err| (op, path, err)),
+                Slot::Op(index, op) => op
+                    .add_to(&mut writer, acl)
+                    .map_err(|err| (index, op.path(), err)),
+            };
+            added.map_err(|(index, path, err)| invalid(index, path, &err.to_string()))?;
         }
         Ok(writer.commit().await)
     }
@@ -248,9 +320,8 @@ impl Fenced {
             .position(|op| matches!(op, Op::SetData { path, .. } if **path == *self.hold.node()))
     }
 
-    /// Checks every operation before anything is sent.
+    /// Checks every operation's path before anything is sent.
     fn validate(&self) -> Result<()> {
-        let mut size = self.hold.node().len() + OP_OVERHEAD;
         for op in &self.ops {
             if let Err(Error::InvalidPath { reason, .. }) = path::validate_root(op.path()) {
                 return Err(Error::InvalidPath {
@@ -258,8 +329,19 @@ impl Fenced {
                     reason,
                 });
             }
-            size = size.saturating_add(op.size());
         }
+        Ok(())
+    }
+
+    /// Checks that the transaction, with the creates of `parents`, fits in a request.
+    fn check_size(&self, parents: &Parents) -> Result<()> {
+        let size = self
+            .ops
+            .iter()
+            .fold(self.hold.node().len() + OP_OVERHEAD, |size, op| {
+                size.saturating_add(op.size())
+            })
+            .saturating_add(parents.size());
         if size > MAX_DATA {
             return Err(Error::InvalidArgument(format!(
                 "a fenced transaction of {} operations takes about {size} bytes; a request \
@@ -275,10 +357,15 @@ impl Fenced {
     fn outcome(
         &self,
         committed: std::result::Result<Vec<MultiWriteResult>, MultiWriteError>,
+        slots: &[Slot<'_>],
     ) -> Result<Vec<Written>> {
-        use zookeeper_client::Error as Zk;
         match committed {
-            Ok(results) => Ok(results.into_iter().skip(1).map(Written::from).collect()),
+            Ok(results) => Ok(results
+                .into_iter()
+                .zip(slots)
+                .filter(|(_, slot)| matches!(slot, Slot::Op(..)))
+                .map(|(result, _)| Written::from(result))
+                .collect()),
             // The holder's node is gone. Any other refusal of the check (an ACL that no
             // longer lets us read it) is no proof that the hold is over.
             Err(MultiWriteError::OperationFailed {
@@ -298,9 +385,13 @@ impl Fenced {
                 Err(Error::at(self.hold.node(), source))
             }
             Err(MultiWriteError::OperationFailed { index, source }) => {
-                let path = self.ops.get(index - 1).map_or("", Op::path);
+                let (index, path) = match slots.get(index) {
+                    Some(Slot::Parent { op, path }) => (*op, *path),
+                    Some(Slot::Op(index, op)) => (*index, op.path()),
+                    Some(Slot::Check) | None => (index - 1, ""),
+                };
                 Err(Error::FencedOpFailed {
-                    index: index - 1,
+                    index,
                     path: path.to_owned(),
                     reason: source,
                 })
@@ -315,15 +406,23 @@ impl Fenced {
     }
 }
 
-/// The error for operation `index`, refused before sending.
-fn invalid(index: usize, op: &Op, why: &str) -> Error {
-    Error::InvalidArgument(format!(
-        "fenced operation {index} on {:?}: {why}",
-        op.path()
-    ))
+/// The error for operation `index` (or a parent of it) on `path`, refused before sending.
+fn invalid(index: usize, path: &str, why: &str) -> Error {
+    Error::InvalidArgument(format!("fenced operation {index} on {path:?}: {why}"))
 }
 
 impl Op {
+    /// Whether it creates the node `path` itself (not a sequential node named after it).
+    fn creates(&self, path: &str) -> bool {
+        let sequential = |mode: &CreateMode| {
+            matches!(
+                mode,
+                CreateMode::PersistentSequential | CreateMode::EphemeralSequential
+            )
+        };
+        matches!(self, Op::Create { path: made, mode, .. } if made == path && !sequential(mode))
+    }
+
     fn path(&self) -> &str {
         match self {
             Op::Create { path, .. }
@@ -348,9 +447,9 @@ impl Op {
         acl: NodeAcl,
     ) -> std::result::Result<(), zookeeper_client::Error> {
         match self {
-            Op::Create { path, data, mode } => {
-                writer.add_create(path, data, &mode.with_acls(acl.acls()))
-            }
+            Op::Create {
+                path, data, mode, ..
+            } => writer.add_create(path, data, &mode.with_acls(acl.acls())),
             Op::SetData {
                 path,
                 data,

@@ -8,6 +8,7 @@ mod hosts;
 mod keeper;
 mod liveness;
 mod nodelay;
+mod paths;
 mod permits;
 mod probe;
 mod roots;
@@ -308,6 +309,39 @@ impl Session {
     /// ([`SessionBuilder::node_acl`]).
     pub fn node_acl(&self) -> NodeAcl {
         self.inner.builder.node_acl
+    }
+
+    /// Makes `path` and each missing parent: persistent, empty, with the session's
+    /// [`node_acl`](Self::node_acl); nothing if `path` exists (whatever it holds). For the
+    /// nodes a service keeps its own state in (`/sched/assign`); to create such a node with
+    /// its parents only while a hold is intact, use
+    /// [`Fenced::create_with_parents`](crate::Fenced::create_with_parents).
+    ///
+    /// Persistent, not container: a container goes once its last child does, and a path
+    /// made here is meant to stay until someone removes it. Only missing nodes are created
+    /// (a node that exists, made by whoever, counts as made), so several processes may make
+    /// one path at once. A chroot in the connect string must exist. Never waits for the
+    /// connection.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `path` is malformed (as a recipe path); nothing is sent.
+    /// * [`Error::NoAuth`] naming the node the servers refused to create (its parent's ACL
+    ///   denies it); parents made before stay.
+    /// * [`Error::InvalidAcl`] if the session's ACL is creator-only and it has no identity.
+    /// * [`Error::EphemeralParent`] naming the node whose parent is ephemeral.
+    /// * [`Error::Disconnected`] (or [`Error::Renewing`], [`Error::Closed`]) at once if
+    ///   there is no connection now; [`Error::ConnectionLoss`] if it broke three times
+    ///   with a request in flight.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call may have made some of the nodes; calling again makes
+    /// the rest.
+    pub async fn ensure_path(&self, path: &str) -> Result<()> {
+        let path = crate::path::validate_root(path)?;
+        let client = self.connected()?;
+        paths::make_path(&client, path, self.node_acl())
+            .instrument(info_span!("zk.session.ensure_path", path))
+            .await
     }
 
     /// Closes the session: publishes [`SessionEvent::Closed`] (with

@@ -1,28 +1,19 @@
 //! A membership: the member's node, made and kept by a task on the session's runtime until
-//! the member leaves (see the [group docs](super) for what it promises).
+//! the member leaves (see the [group docs](super) for what it promises); `keeper` is that
+//! task.
 
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+mod keeper;
+
+use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
-use tracing::{debug, info, info_span, warn, Instrument};
-use zookeeper_client::{Client, CreateMode, EventType, SessionState};
+use tokio::time::Instant;
+use tracing::{debug, info_span, Instrument};
 
-use super::Group;
-use crate::acl::NodeAcl;
-use crate::error::outcome_unknown;
+use super::{check_data, Group};
 use crate::error::{Error, Result};
 use crate::loss::Loss;
-use crate::queue::{spawn_removal, Removal};
-use crate::session::{reconnected, retry, Session};
-
-/// The pause before making the node again after an attempt that failed for a reason that
-/// passes (connection, expiry); it doubles up to [`MAX_PAUSE`].
-const FIRST_PAUSE: Duration = Duration::from_millis(100);
-const MAX_PAUSE: Duration = Duration::from_secs(2);
-
-/// How many times a create is sent while its outcome stays unknown.
-const ATTEMPTS: usize = 3;
+use keeper::{keep, Claim, Put, Wanted};
 
 /// Whether a member's node is there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +32,8 @@ pub enum Presence {
 }
 
 /// This process's membership of a [`Group`]: keeps the node `<path>/<id>` until
-/// [`leave`](Self::leave) or drop, making it again after session expiry.
+/// [`leave`](Self::leave) or drop, making it again after session expiry, with the data
+/// last set ([`set_data`](Self::set_data)).
 ///
 /// Dropping it deletes the node in the background: to join again under the same id on the
 /// same session, [`leave`](Self::leave) first (a join that comes before the delete finds
@@ -59,7 +51,9 @@ pub enum Presence {
 /// very code) has the same versions. So no check sent to the servers proves that the node
 /// at `<path>/<id>` is the one this membership made, and a write fenced by it could commit
 /// after the id was taken. Fence writes with what has a node of its own: a
-/// [`Mutex`](crate::Mutex) guard or a [`Leadership`](crate::Leadership).
+/// [`Mutex`](crate::Mutex) guard or a [`Leadership`](crate::Leadership). The one write a
+/// membership makes is of its own data into its own node ([`set_data`](Self::set_data)),
+/// which says how close it comes.
 ///
 /// ```compile_fail
 /// # fn demo(member: zk_recipes::Membership) {
@@ -75,37 +69,37 @@ pub struct Membership {
     presence: watch::Receiver<Presence>,
     /// Why the membership ended, once it did: it is no longer kept.
     ended: watch::Receiver<Option<Loss>>,
+    /// The data the member wants in its node, for the task that writes it.
+    wanted: watch::Sender<Wanted>,
+    /// What the task did with it.
+    put: watch::Receiver<Put>,
     stop: Option<oneshot::Sender<()>>,
     done: Option<oneshot::Receiver<Result<()>>>,
 }
 
-/// Where the task publishes: the presence, and why the membership ended.
-type Publish = (watch::Sender<Presence>, watch::Sender<Option<Loss>>);
-
-/// What the task keeps: the node, its data, and where it goes.
-#[derive(Debug)]
-struct Claim {
-    session: Session,
-    root: Arc<str>,
-    node: Arc<str>,
-    data: Vec<u8>,
-    acl: NodeAcl,
-}
-
 impl Membership {
-    /// Makes the node on the live session and starts keeping it.
+    /// Makes the node on the live session and starts keeping it; waits for another
+    /// session's node at the path to go until `until`, if given.
     pub(super) async fn join(
         group: &Group,
         node: String,
         id: &str,
         data: Vec<u8>,
+        until: Option<Instant>,
     ) -> Result<Membership> {
+        let (wanted, wanted_rx) = watch::channel(Wanted {
+            serial: 0,
+            data: data.into(),
+        });
+        let (put_tx, put) = watch::channel(Put::default());
         let claim = Claim {
             session: group.session.clone(),
             root: group.root.clone(),
             node: node.into(),
-            data,
+            wanted: wanted_rx,
+            put: put_tx,
             acl: group.acl,
+            until,
         };
         let node = claim.node.clone();
         let (presence_tx, presence) = watch::channel(Presence::Absent);
@@ -130,6 +124,8 @@ impl Membership {
             created,
             presence,
             ended,
+            wanted,
+            put,
             stop: Some(stop),
             done: Some(done),
         })
@@ -182,6 +178,84 @@ impl Membership {
         loss.ok().flatten().unwrap_or(Loss::Closed)
     }
 
+    /// Sets the member's data (as Curator's `setThisData`): writes it into the member's
+    /// node, and keeps it, so that a node made again (after expiry, after a deletion)
+    /// carries it; views ([`Group::watch_members`](crate::Group::watch_members)) show it.
+    /// Returns once the data is in the node: written into it, or the node made again with
+    /// it (or with data set after it: calls racing each other, the last set wins). Waits
+    /// while the node is away or the connection is down: bound it with
+    /// [`tokio::time::timeout`].
+    ///
+    /// The membership's task does every write, and only into the node this membership
+    /// made (by the zxid that created it), never into one another session made at the path:
+    ///
+    /// * **Over, it writes nothing.** A membership that [`is_lost`](Self::is_lost) (its id
+    ///   [`Taken`](Presence::Taken), its session closed, its node not made again) fails at
+    ///   once, and its task no longer writes at all.
+    /// * **Away, the node made again carries it.** While the node is
+    ///   [`Absent`](Presence::Absent) (gone, being made again), nothing is written: the
+    ///   data goes in with the create. If the node cannot be made again (its id was taken
+    ///   meanwhile), the call fails and nothing was written.
+    /// * **Present, it writes at the version seen.** The data is written at the version the
+    ///   node had when the task last looked at it (and set the node's watch, which fires on
+    ///   every change after): a node changed since is looked at again before it is
+    ///   written, and one that is another node now is not written.
+    ///
+    /// What remains is the window of [`leave`](Self::leave)'s delete: the servers check a
+    /// node's version, never which node it is. If, after the task's last look, someone
+    /// deletes the node and another session makes one at the path with the same data
+    /// version (a new node has version 0: one whose member set no data since), and that
+    /// happens while the notification of the deletion is on its way to us and our write
+    /// on its way to the servers (less than one round trip), the write lands in the other
+    /// session's node. The reply tells: the task logs a warning naming the node, does not
+    /// count the data as written, and the deletion then ends the membership as taken (this
+    /// call fails with [`Error::Lost`]).
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidArgument`] if `data` is larger than a node holds (960 KiB here):
+    ///   nothing changes.
+    /// * [`Error::Lost`] if the membership is over, or ends before the data is in its
+    ///   node: nothing was written (but for the window above).
+    /// * [`Error::NoAuth`] if the servers refuse the write (someone changed the node's
+    ///   ACL): the node keeps its data; a node made again gets the new data.
+    /// * [`Error::ConnectionLoss`] if the connection broke with the write in flight three
+    ///   times: whether it was written is unknown; a node made again gets the new data.
+    ///
+    /// # Cancel safety
+    /// Cancel safe in effect: from the call's first poll, the data is kept and written by
+    /// the membership's task, whether the call is awaited to the end or dropped.
+    pub async fn set_data(&self, data: impl Into<Vec<u8>>) -> Result<()> {
+        let data = data.into();
+        check_data(&data)?;
+        if self.is_lost() {
+            return Err(self.lost_error());
+        }
+        let mut serial = 0;
+        self.wanted.send_modify(|wanted| {
+            wanted.serial += 1;
+            wanted.data = data.into();
+            serial = wanted.serial;
+        });
+        debug!(node = %self.node, serial, "member data set");
+        let (mut put, mut ended) = (self.put.clone(), self.ended.clone());
+        tokio::select! {
+            // Written, then ended: written.
+            biased;
+            put = put.wait_for(|put| put.serial >= serial) => match put {
+                Ok(put) => put.refused.clone().map_or(Ok(()), Err),
+                Err(_) => Err(self.lost_error()),
+            },
+            _ = ended.wait_for(Option::is_some) => Err(self.lost_error()),
+        }
+    }
+
+    /// The error of a membership that is over.
+    fn lost_error(&self) -> Error {
+        Error::Lost {
+            node: self.node.to_string(),
+        }
+    }
+
     /// Leaves the group: deletes the node and returns once it is gone (deleted, or gone
     /// with its session). While the connection is down it waits for it, at most until the
     /// servers would have expired the session. Only a node its session owns is deleted: a
@@ -210,277 +284,5 @@ impl Drop for Membership {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-    }
-}
-
-/// Makes the node, tells `joined`, and keeps the node until `stopped` (then deletes it).
-/// Publishes the presence, and why the membership ended if it ends before `stopped`.
-async fn keep(
-    claim: Claim,
-    (presence, ended): Publish,
-    joined: oneshot::Sender<Result<u64>>,
-    mut stopped: oneshot::Receiver<()>,
-) -> Result<()> {
-    let first = async {
-        let client = claim.session.live().await?;
-        let czxid = claim.make(&client, None).await?;
-        Ok((Arc::downgrade(&client), client.session_id().0, czxid))
-    };
-    // A close ends a join that waits for the connection: the node, if made, goes with
-    // the session.
-    let made = tokio::select! {
-        biased;
-        () = claim.session.closed() => Err(Error::Closed),
-        made = first => made,
-    };
-    let (mut client, mut owner, czxid) = match made {
-        Ok(made) => made,
-        Err(err) => {
-            let _ = joined.send(Err(err));
-            return Ok(());
-        }
-    };
-    presence.send_replace(Presence::Present);
-    info!("joined");
-    if joined
-        .send(Ok(u64::try_from(czxid).unwrap_or_default()))
-        .is_err()
-    {
-        debug!("join dropped; leaving");
-        return claim.remove(client).await;
-    }
-    loop {
-        let went = tokio::select! {
-            biased;
-            _ = &mut stopped => break,
-            () = claim.session.closed() => return closed(&presence, &ended),
-            went = claim.gone(&client) => went,
-        };
-        presence.send_replace(Presence::Absent);
-        warn!(?went, "the node went; making it again");
-        let remade = tokio::select! {
-            biased;
-            // The create may have been sent: remove what it made.
-            _ = &mut stopped => return claim.remove_if_made().await,
-            () = claim.session.closed() => return closed(&presence, &ended),
-            remade = claim.remake(owner) => remade,
-        };
-        match remade {
-            Ok(remade) => {
-                (client, owner) = remade;
-                presence.send_replace(Presence::Present);
-                info!("made again");
-            }
-            Err(Error::IdTaken { node }) => {
-                warn!(%node, "the id was taken by another session meanwhile; not taking it back");
-                // Lost first: whoever sees it taken sees it lost.
-                ended.send_replace(Some(went));
-                presence.send_replace(Presence::Taken);
-                // Nothing more is done: the node at the path is another session's.
-                let _ = stopped.await;
-                return Ok(());
-            }
-            Err(err) => {
-                ended.send_replace(Some(went));
-                return Err(err);
-            }
-        }
-    }
-    claim.remove(client).await
-}
-
-/// Publishes that the membership ended with its session closed: lost, and its node gone
-/// with the session.
-fn closed(presence: &watch::Sender<Presence>, ended: &watch::Sender<Option<Loss>>) -> Result<()> {
-    ended.send_replace(Some(Loss::Closed));
-    presence.send_replace(Presence::Absent);
-    Ok(())
-}
-
-impl Claim {
-    /// Creates the node on `client` (and the group path, if missing), or finds it ours (a
-    /// create whose reply was lost). A node of `previous` (our session before expiry) is
-    /// waited for until it goes. A create whose outcome stays unknown is sent at most
-    /// [`ATTEMPTS`] times.
-    ///
-    /// # Notable errors
-    /// * [`Error::IdTaken`] if the node belongs to another session (another membership of
-    ///   this session included), or is persistent.
-    async fn make(&self, client: &Client, previous: Option<i64>) -> Result<i64> {
-        let options = CreateMode::Ephemeral.with_acls(self.acl.acls());
-        let (mut made_root, mut unknown) = (false, 0);
-        loop {
-            match client.create(&self.node, &self.data, &options).await {
-                Ok((stat, _)) => return Ok(stat.czxid),
-                Err(zookeeper_client::Error::NoNode) if !made_root => {
-                    made_root = true;
-                    self.make_root(client).await?;
-                }
-                Err(zookeeper_client::Error::NodeExists) => {
-                    if let Some(czxid) = self.found_ours(client, previous, unknown > 0).await? {
-                        return Ok(czxid);
-                    }
-                }
-                Err(err) if outcome_unknown(&err) && unknown + 1 < ATTEMPTS => {
-                    unknown += 1;
-                    reconnected(client).await?;
-                }
-                Err(err) => return Err(Error::at(&self.node, err)),
-            }
-        }
-    }
-
-    /// Whether the node that exists is ours: made by this session, when a create of ours
-    /// may have made it (`maybe_ours`). `false` once it is gone: a node of `previous` is
-    /// waited for.
-    ///
-    /// # Notable errors
-    /// * [`Error::IdTaken`] if it belongs to another session or another membership, or is
-    ///   persistent.
-    async fn found_ours(
-        &self,
-        client: &Client,
-        previous: Option<i64>,
-        maybe_ours: bool,
-    ) -> Result<Option<i64>> {
-        let ours = client.session_id().0;
-        let (stat, watcher) = client
-            .check_and_watch_stat(&self.node)
-            .await
-            .map_err(|err| Error::at(&self.node, err))?;
-        let (owner, czxid) = match stat {
-            None => return Ok(None),
-            Some(stat) => (stat.ephemeral_owner, stat.czxid),
-        };
-        if owner == ours && maybe_ours {
-            return Ok(Some(czxid));
-        }
-        if owner == ours || previous != Some(owner) {
-            return Err(Error::IdTaken {
-                node: self.node.to_string(),
-            });
-        }
-        debug!(
-            owner,
-            "our expired session's node is still there; waiting for it to go"
-        );
-        watcher.changed().await;
-        Ok(None)
-    }
-
-    /// Creates the group path and its missing parents as container nodes (as Curator does).
-    async fn make_root(&self, client: &Client) -> Result<()> {
-        let options = CreateMode::Container.with_acls(self.acl.acls());
-        retry(client, || client.mkdir(&self.root, &options))
-            .await
-            .map_err(|err| match err {
-                Error::ZooKeeper(err) => Error::at(&self.root, err),
-                err => err,
-            })
-    }
-
-    /// Makes the node again on the live session, after failures that pass with back-off;
-    /// `previous` owned the node that went. The client it was made on, and its session id.
-    ///
-    /// # Notable errors
-    /// * [`Error::IdTaken`] if another session made it meanwhile.
-    /// * [`Error::NoAuth`], [`Error::Closed`]: the membership ends.
-    async fn remake(&self, previous: i64) -> Result<(Weak<Client>, i64)> {
-        let mut pause = FIRST_PAUSE;
-        loop {
-            let client = self.session.live().await?;
-            match self.make(&client, Some(previous)).await {
-                Ok(_) => return Ok((Arc::downgrade(&client), client.session_id().0)),
-                Err(
-                    Error::ConnectionLoss
-                    | Error::Disconnected
-                    | Error::Renewing
-                    | Error::SessionExpired,
-                ) => {
-                    debug!(?pause, "cannot make the node yet; again after a pause");
-                    drop(client);
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_PAUSE);
-                }
-                Err(err) => return Err(err),
-            }
-        }
-    }
-
-    /// Resolves once the node made on `client` is gone: deleted or found someone else's
-    /// ([`Loss::NodeDeleted`]), or gone with its session ([`Loss::SessionExpired`],
-    /// [`Loss::Closed`]). Holds the client only while a request is in flight.
-    async fn gone(&self, client: &Weak<Client>) -> Loss {
-        loop {
-            let Some(live) = client.upgrade() else {
-                return Loss::SessionExpired;
-            };
-            let ours = live.session_id().0;
-            let watching = live.check_and_watch_stat(&self.node);
-            let (stat, watcher) = match watching.await {
-                Ok(watching) => watching,
-                Err(err) if outcome_unknown(&err) => {
-                    debug!(%err, "cannot look at the node; again once connected");
-                    if reconnected(&live).await.is_err() {
-                        return Loss::SessionExpired;
-                    }
-                    continue;
-                }
-                Err(zookeeper_client::Error::SessionExpired) => return Loss::SessionExpired,
-                Err(zookeeper_client::Error::ClientClosed) => return Loss::Closed,
-                Err(err) => {
-                    warn!(%err, "cannot look at the node; again after a pause");
-                    drop(live);
-                    tokio::time::sleep(MAX_PAUSE).await;
-                    continue;
-                }
-            };
-            drop(live);
-            match stat {
-                Some(stat) if stat.ephemeral_owner == ours => {}
-                _ => return Loss::NodeDeleted,
-            }
-            let event = watcher.changed().await;
-            match event.event_type {
-                EventType::NodeDeleted => return Loss::NodeDeleted,
-                EventType::Session if event.session_state == SessionState::Closed => {
-                    return Loss::Closed
-                }
-                EventType::Session => return Loss::SessionExpired,
-                // Written into (a hint), or anything else: look again.
-                _ => debug!(?event.event_type, "the node changed; looking again"),
-            }
-        }
-    }
-
-    /// Deletes the node if the live session made it (a create cut short by a leave).
-    async fn remove_if_made(&self) -> Result<()> {
-        let Ok(client) = self.session.connected() else {
-            // Not connected: a create cut short may have made it; look once back.
-            let Some(client) = self.session.client() else {
-                return Ok(());
-            };
-            if reconnected(&client).await.is_err() {
-                return Ok(());
-            }
-            return Box::pin(self.remove_if_made()).await;
-        };
-        let stat = retry(&client, || client.check_stat(&self.node)).await?;
-        match stat {
-            Some(stat) if stat.ephemeral_owner == client.session_id().0 => {
-                self.remove(Arc::downgrade(&client)).await
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Deletes the node made on `client` while that session owns it: once the id was taken
-    /// (even before this task heard it, a leave sent while cut off), the node at the path
-    /// is the taker's, never deleted.
-    async fn remove(&self, client: Weak<Client>) -> Result<()> {
-        let removal = Removal::Owned(self.node.to_string());
-        let left = spawn_removal(&self.session, client, removal).await?;
-        info!(?left, "left");
-        Ok(())
     }
 }

@@ -5,9 +5,11 @@ mod membership;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{info_span, Instrument};
 use zookeeper_client::Client;
 
@@ -19,6 +21,9 @@ use crate::recipes::view;
 use crate::session::Session;
 
 pub use membership::{Membership, Presence};
+
+/// A wait that ends with the process, for a `wait` too long for the clock.
+const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
 /// A member of a group, as views see it: one node. A member that left and joined again
 /// under the same id is another node: its `created` differs.
@@ -41,23 +46,27 @@ pub struct Member {
 ///   Apache Curator's `GroupMember` layout (a `PersistentNode` in EPHEMERAL mode under the
 ///   membership path), so Rust and Java services see one group.
 /// * **It stays as long as the member wants it.** [`Group::join`] creates the node; the
-///   [`Membership`] it returns keeps it: after the session expires it is made again, with the
-///   same id and data, on the session [`Session`] renews itself into; deleted by someone, it
-///   is made again at once. [`Membership::leave`] and dropping the membership delete it (in
-///   the background, retried until it is gone or its session is over, as a lock's release).
+///   [`Membership`] it returns keeps it: after the session expires it is made again, with
+///   the same id and the data last set ([`Membership::set_data`]), on the session
+///   [`Session`] renews itself into; deleted by someone, it is made again at once.
+///   [`Membership::leave`] and dropping the membership delete it (in the background,
+///   retried until it is gone or its session is over, as a lock's release).
 /// * **One node, one member.** A node with the id that belongs to another live session is
 ///   never taken over: [`Group::join`] fails at once with [`Error::IdTaken`], and nothing
 ///   is created. (Curator's `PersistentNode` would write into it and share it; this recipe
-///   does not.) A node left by this membership's own previous session (the servers have
-///   expired that session, but the server we talk to has not applied the deletion yet) is
-///   waited for, then made again. If, while the membership was away (expired), another
-///   session made the id its own, the membership does not steal it back: its
-///   [`presence`](Membership::presence) turns [`Presence::Taken`], it
+///   does not.) [`Group::join_within`] waits, bounded, for such a node to go (a process
+///   restarted at once, whose previous session the servers still keep): it waits for the
+///   node's deletion, never takes it over. A node left by this membership's own previous
+///   session (the servers have expired that session, but the server we talk to has not
+///   applied the deletion yet) is waited for, then made again. If, while the membership
+///   was away (expired), another session made the id its own, the membership does not
+///   steal it back: its [`presence`](Membership::presence) turns [`Presence::Taken`], it
 ///   [`is_lost`](Membership::is_lost), and it never writes into or deletes that node.
 /// * **No fenced writes.** A member's node is named by its id, a path any session may
 ///   create again, so the servers cannot prove that it is the node this membership made:
 ///   a [`Membership`] offers no fenced writes (its docs say why). Fence with a lock or a
-///   leadership.
+///   leadership. A member writes only its own data into its own node
+///   ([`Membership::set_data`], which says how close it comes to a fence).
 /// * **Views.** [`Group::watch_members`] and
 ///   [`LeaderElection::watch_leader`](crate::LeaderElection::watch_leader) are
 ///   [`tokio::sync::watch`] receivers updated from ZooKeeper watches, never by polling. A
@@ -150,7 +159,8 @@ impl Group {
     ///   sent.
     /// * [`Error::IdTaken`] if the node exists and belongs to another live session (or is
     ///   persistent); nothing is created. A process that restarts under the same id sees
-    ///   this until its previous session expires (its node goes with it).
+    ///   this until its previous session expires (its node goes with it):
+    ///   [`join_within`](Self::join_within) waits for that.
     /// * [`Error::NoAuth`] if the ACL of the path denies creating the node.
     /// * [`Error::ConnectionLoss`] if the connection broke with the create in flight, three
     ///   times over.
@@ -159,11 +169,58 @@ impl Group {
     /// # Cancel safety
     /// Cancel safe: a node created for a dropped `join()` is deleted in the background.
     pub async fn join(&self, id: &str, data: impl Into<Vec<u8>>) -> Result<Membership> {
-        let data = data.into();
+        self.join_until(id, data.into(), None).await
+    }
+
+    /// Joins as [`join`](Self::join) does, but if `<path>/<id>` belongs to another session,
+    /// waits up to `wait` (from the call) for that node to go, then joins: for a process
+    /// that restarts at once under its id (a pod after a crash) while the servers still
+    /// keep its previous session, and that session's node, until it expires.
+    ///
+    /// ZooKeeper cannot be asked whether a session is alive or going away: a session is
+    /// expired by the servers a session timeout after they last heard from it, and until
+    /// then its node is a member's like any other. So the join waits for the node's
+    /// deletion, with a watch on it (no polling), and never deletes, writes or takes over
+    /// the node: a live member keeps its id, and the join fails with [`Error::IdTaken`]
+    /// once `wait` has passed. A crashed process's node goes at most its session timeout
+    /// (plus the servers' tick) after the crash: a `wait` a little longer than the session
+    /// timeout the previous process ran with lets a restart at once join. If another
+    /// joiner makes the node first once it went, the join waits for that one too, within
+    /// the same `wait`; so it does for a node of another membership of this session (a
+    /// dropped one's delete is under way; a live one keeps it).
+    ///
+    /// # Notable errors
+    /// As [`join`](Self::join), but:
+    /// * [`Error::IdTaken`] if the node still belongs to another session once `wait` has
+    ///   passed, or is persistent (it never goes by itself: at once); nothing is created,
+    ///   and the watch set on the node is removed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a node created for a dropped `join_within()` is deleted in the
+    /// background; a watch set on another's node is removed.
+    pub async fn join_within(
+        &self,
+        id: &str,
+        data: impl Into<Vec<u8>>,
+        wait: Duration,
+    ) -> Result<Membership> {
+        let now = Instant::now();
+        let until = now.checked_add(wait).unwrap_or(now + FOREVER);
+        self.join_until(id, data.into(), Some(until)).await
+    }
+
+    /// Joins as `id` with `data`, waiting for another session's node until `until`, if
+    /// given (see [`join_within`](Self::join_within)).
+    async fn join_until(
+        &self,
+        id: &str,
+        data: Vec<u8>,
+        until: Option<Instant>,
+    ) -> Result<Membership> {
         let node = self.member_node(id)?;
         check_data(&data)?;
         let span = info_span!("zk.group.join", path = %self.root, id);
-        Membership::join(self, node, id, data)
+        Membership::join(self, node, id, data, until)
             .instrument(span)
             .await
     }
