@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::loss::Loss;
-use crate::session::SessionEvent;
 
 /// What a node is: a lock's, a reader's, a writer's, a lease's or a candidate's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,28 +170,18 @@ impl Drop for PendingRemoval {
     }
 }
 
-/// A session went from `from` (`None`: it was just made) to `to`.
-pub(crate) fn session_moved(from: Option<SessionEvent>, to: SessionEvent) {
+/// A session went from the state `from` (`None`: it was just made, or was closed) to `to`
+/// (`None`: it is closed): `connected`, `suspended` or `renewing`.
+pub(crate) fn session_moved(from: Option<&'static str>, to: Option<&'static str>) {
     #[cfg(feature = "metrics")]
     {
-        if let Some(state) = from.and_then(state) {
+        if let Some(state) = from {
             ::metrics::gauge!("zk_recipes_sessions", "state" => state).decrement(1.0);
         }
-        if let Some(state) = state(to) {
+        if let Some(state) = to {
             ::metrics::gauge!("zk_recipes_sessions", "state" => state).increment(1.0);
         }
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (from, to);
-}
-
-/// The state a session is in after `event`; `None` once closed.
-#[cfg(feature = "metrics")]
-fn state(event: SessionEvent) -> Option<&'static str> {
-    match event {
-        SessionEvent::Connected | SessionEvent::Reconnected => Some("connected"),
-        SessionEvent::Suspended => Some("suspended"),
-        SessionEvent::Expired => Some("renewing"),
-        SessionEvent::Closed => None,
-    }
 }

@@ -58,6 +58,18 @@ pub enum SessionEvent {
     Closed,
 }
 
+impl SessionEvent {
+    /// The state a session is in after this event, as metrics name it; `None` once closed.
+    fn state(self) -> Option<&'static str> {
+        match self {
+            SessionEvent::Connected | SessionEvent::Reconnected => Some("connected"),
+            SessionEvent::Suspended => Some("suspended"),
+            SessionEvent::Expired => Some("renewing"),
+            SessionEvent::Closed => None,
+        }
+    }
+}
+
 /// Why a session ended for good, as [`Session::close_reason`] tells. From then on the
 /// recipes of the session fail with [`Error::Closed`] and what they held is lost with
 /// [`Loss::Closed`](crate::Loss::Closed).
@@ -201,7 +213,7 @@ impl Inner {
     fn publish(&self, event: SessionEvent) {
         let from = self.events.send_replace(event);
         if from != event {
-            metrics::session_moved(Some(from), event);
+            metrics::session_moved(from.state(), event.state());
         }
     }
 }
@@ -253,7 +265,7 @@ impl Session {
         let client = Arc::new(client);
         let (current, _) = watch::channel(Current::Live(client.clone()));
         let (events, _) = watch::channel(SessionEvent::Connected);
-        metrics::session_moved(None, SessionEvent::Connected);
+        metrics::session_moved(None, SessionEvent::Connected.state());
         let inner = Arc::new(Inner {
             builder,
             dialer,
