@@ -53,6 +53,7 @@ mod group;
 mod guard;
 mod keyed;
 mod lock;
+mod partition;
 mod path;
 mod queue;
 mod revoke;
