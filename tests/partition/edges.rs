@@ -1,6 +1,7 @@
 //! The edges of the partitioner: a member with another set of partitions is refused (also
 //! when two join at once), nothing of it left; bad input refused at once, nothing created; a
-//! member whose id was taken, or whose session was closed, lets go of everything and says why.
+//! member whose id was taken, or whose session was closed, lets go of everything and says why;
+//! a member's own data is shown, the record taken off.
 
 use std::sync::Arc;
 
@@ -189,5 +190,39 @@ async fn a_closed_session_ends_the_worker() {
     bounded("leave", PATIENCE, worker.leave()).await.unwrap();
     let ended = log.steps().into_iter().filter(|s| s.ended.is_some());
     assert_eq!(ended.count(), 2, "{:#?}", log.steps());
+    nothing_left(fx, &partitions).await;
+}
+
+/// A member's own data is shown beside its id, the record taken off; in its node, the record
+/// comes first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_members_data_is_shown_without_the_record() {
+    let fx = fixture("partition-data", 1).await;
+    let partitions = names(2);
+    let partitioner = Partitioner::new(&fx.sessions[0], &fx.root, partitions.clone())
+        .unwrap()
+        .id("a")
+        .unwrap()
+        .data("10.0.0.7:8080")
+        .unwrap();
+    let worker = bounded("join", PATIENCE, partitioner.join()).await.unwrap();
+    let members = partitioner.members().await.unwrap();
+    assert_eq!(members.len(), 1);
+    assert_eq!(
+        (members[0].id.as_str(), members[0].data.as_deref()),
+        ("a", Some(&b"10.0.0.7:8080"[..]))
+    );
+    let (raw, _) = fx.observer.get_data(worker.node()).await.unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    assert!(
+        raw.starts_with("zk-recipes partitioner v1 2 partitions ")
+            && raw.ends_with("\n10.0.0.7:8080"),
+        "{raw:?}"
+    );
+    let hold = bounded("a partition", PATIENCE, worker.next_partition())
+        .await
+        .unwrap();
+    drop(hold);
+    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
     nothing_left(fx, &partitions).await;
 }
