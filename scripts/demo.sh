@@ -9,7 +9,11 @@
 #      `zk-recipes lock`; the final count proves that no update was lost;
 #   4. master/follower: three replicas join a group and an election; the master deals
 #      6 partitions to the live members with a fenced write, each replica works on its
-#      part; the master is killed and the new master deals them again.
+#      part; the master is killed and the new master deals them again;
+#   5. partitioned workers: three replicas share 12 partitions through a Partitioner; a
+#      fourth joins and takes its share (only the partitions the assignment moves are
+#      handed over), one is killed (its partitions move once its session expired), one
+#      leaves (its partitions move at once).
 # The ensemble is stopped at the end unless KEEP_ENSEMBLE=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -152,3 +156,70 @@ for id in "${replicas[@]}"; do
     grep -E "role: MASTER|published|working on" "$logs/$id.log" | tail -n 2 | sed "s/^/  /"
 done
 echo "master/follower demo done"
+
+echo
+echo "=== 5. Partitioned workers: 3 replicas share 12 partitions; a 4th joins, one is killed, one leaves"
+declare -A worker_pid
+start_worker() {
+    DEMO_ROOT=/zk-recipes-demo/partitioned target/release/examples/partitioned_worker "$1" 12 \
+        >"$logs/$1.log" 2>&1 &
+    pids+=("$!")
+    worker_pid[$1]=$!
+    echo "started $1 (pid $!)"
+}
+
+# How many partitions worker $1 works now.
+working() {
+    awk '/\] working on / { n++ } /\] stopped working on / { n-- } END { print n + 0 }' "$logs/$1.log"
+}
+
+# Waits at most $1 seconds until the workers named after it work the 12 partitions between
+# them, each its share (12/N, rounded down or up).
+await_balanced() {
+    local deadline=$((SECONDS + $1)) n total ok
+    shift
+    while [ $SECONDS -lt $deadline ]; do
+        total=0 ok=1
+        for id in "$@"; do
+            n=$(working "$id")
+            total=$((total + n))
+            { [ "$n" -ge $((12 / $#)) ] && [ "$n" -le $(((12 + $# - 1) / $#)) ]; } || ok=0
+        done
+        [ $ok = 1 ] && [ $total = 12 ] && return 0
+        sleep 0.1
+    done
+    echo "not balanced among $* within the time"
+    tail -n 5 "$logs"/worker-*.log
+    return 1
+}
+
+show() {
+    for id in "$@"; do grep "the assignment gives me" "$logs/$id.log" | tail -n 1 | sed "s/^/  /"; done
+}
+
+for id in worker-1 worker-2 worker-3; do start_worker "$id"; done
+await_balanced 30 worker-1 worker-2 worker-3
+echo "balanced, each works its 4:"
+show worker-1 worker-2 worker-3
+
+joined_at=$(date +%s%3N)
+start_worker worker-4
+await_balanced 30 worker-1 worker-2 worker-3 worker-4
+echo "worker-4 joined and took its 3; the partitions handed over (each once its next owner waited for it):"
+cat "$logs"/worker-*.log | awk -v since="$joined_at" '$1 >= since && /stopped working on/' | sort | sed "s/^/  /"
+echo "  (every other partition went on being worked, never released)"
+
+killed_at=$(date +%s%3N)
+kill -KILL "${worker_pid[worker-1]}"
+echo "--- killed worker-1 with SIGKILL; its session expires after the 4 s session timeout"
+await_balanced 30 worker-2 worker-3 worker-4
+echo "its partitions worked again $(($(date +%s%3N) - killed_at)) ms after the kill:"
+show worker-2 worker-3 worker-4
+
+left_at=$(date +%s%3N)
+kill -TERM "${worker_pid[worker-2]}"
+echo "--- stopped worker-2 with SIGTERM: it leaves the group, then lets each partition go as its next owner waits"
+await_balanced 30 worker-3 worker-4
+echo "its partitions worked again $(($(date +%s%3N) - left_at)) ms after it was told to leave:"
+show worker-3 worker-4
+echo "partitioned worker demo done"

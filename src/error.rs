@@ -4,7 +4,8 @@
 //! ([`Error::InvalidPath`], [`Error::InvalidArgument`], [`Error::InvalidConnectString`]),
 //! fix the credentials or the TLS settings ([`Error::AuthFailed`], [`Error::Tls`],
 //! [`Error::InvalidAcl`]), fix the ensemble's or the participants' configuration
-//! ([`Error::NoAuth`], [`Error::EphemeralParent`], [`Error::MaxLeasesConflict`]),
+//! ([`Error::NoAuth`], [`Error::EphemeralParent`], [`Error::MaxLeasesConflict`],
+//! [`Error::PartitionsConflict`]),
 //! try again later ([`Error::Unreachable`], [`Error::Disconnected`], [`Error::Renewing`]:
 //! nothing was sent; [`Error::ConnectionLoss`], [`Error::SessionExpired`]: what was sent
 //! may have taken effect, and was cleaned up), or stop ([`Error::Closed`],
@@ -174,6 +175,22 @@ pub enum Error {
         ours: u32,
         /// The maximum recorded by the participants that hold leases.
         recorded: u32,
+    },
+
+    /// Members of one [`Partitioner`](crate::Partitioner) disagree about its partitions:
+    /// another member works them under another set of partition names (or another version
+    /// of the assignment). Nothing was joined (a node made for the join is deleted before
+    /// this returns); give every member the same partitions.
+    #[error("partitioner {path:?} is in use by member {member:?} with {theirs}, not {ours}")]
+    PartitionsConflict {
+        /// The partitioner's path.
+        path: String,
+        /// The id of the member that works the other set.
+        member: String,
+        /// What this member was made with: `v1 <count> partitions <fingerprint>`.
+        ours: String,
+        /// What that member's node records (`no partitioner record` if it records none).
+        theirs: String,
     },
 
     /// A [`Group`](crate::Group) member id is in use: its node exists and belongs to

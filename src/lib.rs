@@ -12,6 +12,9 @@
 //! * [`Semaphore`]: at most N [`Lease`]s at a time, one acquirer at a time waiting on the
 //!   count behind an internal [`Mutex`].
 //! * [`LeaderElection`]: master/follower roles on the same queue.
+//! * [`Partitioner`]: work assignment: a fixed set of partitions dealt among the live
+//!   members of a group (balanced, sticky, handed off cooperatively), each worked by one
+//!   member at a time under a fenced [`PartitionHold`].
 //! * [`Group`]: group membership (Curator's `GroupMember` layout): a member node kept
 //!   across session expiry, and live views of the members and of an election's leader.
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
@@ -105,6 +108,7 @@ pub use recipes::election::{Candidate, LeaderElection, Leadership, Participant, 
 pub use recipes::group::{check_name, Group, Member, Membership, Presence};
 pub use recipes::keyed::KeyedMutex;
 pub use recipes::lock::{DistributedLock, Mutex, MutexGuard};
+pub use recipes::partition::{PartitionHold, PartitionOwner, Partitioner, Worker, WorkerState};
 pub use recipes::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use recipes::semaphore::{Lease, Semaphore};
 pub use revoke::revoke;

@@ -11,13 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
-use zk_harness::history::{History, Section};
-use zk_harness::{await_empty, observer, unique_root, Ensemble, Proxy, PATIENCE};
+use zk_harness::history::{Faults, Pause, Printed};
+use zk_harness::{await_empty, now_ms, observer, unique_root, Ensemble, Proxy, PATIENCE};
 use zookeeper_client::{Acls, CreateMode};
 
 /// The replicas' session timeout, in ms: a killed replica is noticed once it expired.
@@ -61,11 +61,6 @@ struct Line {
 }
 
 type Log = watch::Receiver<Vec<Line>>;
-
-fn now_ms() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    u64::try_from(since.as_millis()).unwrap()
-}
 
 /// A replica connected through `proxy`, its output lines appended to `log`.
 fn replica(proxy: &Proxy, root: &str, id: &str, log: &watch::Sender<Vec<Line>>) -> Child {
@@ -166,19 +161,10 @@ fn master(log: &[Line]) -> Option<String> {
     masters.next().is_none().then(|| id.to_owned())
 }
 
-/// A pause of a replica by SIGSTOP, from the signal to the SIGCONT (ms, one clock).
-struct Pause {
-    id: String,
-    stop: u64,
-    cont: u64,
-}
-
 /// The replicas' output and the faults done to them so far.
 struct Run {
     log: Log,
-    pauses: Vec<Pause>,
-    /// When each SIGKILLed replica was killed.
-    kills: BTreeMap<String, u64>,
+    faults: Faults,
 }
 
 impl Run {
@@ -216,46 +202,21 @@ impl Run {
         }
     }
 
-    /// The overlapping pairs of intervals of one partition worked on by two replicas.
-    ///
-    /// A paused process does nothing: a replica SIGSTOPped while working, whose interval
-    /// is ended after the SIGCONT by the replica noticing that its lock was lost (the
-    /// example looks at it, read from the clock, before every unit of work), worked until
-    /// the SIGSTOP. A replica killed works until the kill; one still working, until now.
+    /// The overlapping pairs of intervals of one partition worked on by two replicas (see
+    /// [`Faults::overlaps`]: the example looks at its lock, read from the clock, before every
+    /// unit of work).
     fn overlaps(&self) -> Vec<String> {
-        let (anchor, anchor_ms) = (Instant::now(), now_ms());
-        let instant = |ms: u64| anchor - Duration::from_millis(anchor_ms.saturating_sub(ms));
-        let history = History::new();
-        for interval in intervals(&self.log.borrow()) {
-            let mut exit = interval.exit.unwrap_or(anchor_ms);
-            if let Some(&killed) = self.kills.get(&interval.id) {
-                exit = exit.min(killed);
-            }
-            for pause in self.pauses.iter().filter(|p| p.id == interval.id) {
-                let across = interval.enter <= pause.stop && exit >= pause.cont;
-                if across && interval.exit.is_some() && interval.lock_lost {
-                    exit = pause.stop;
-                }
-            }
-            history.record(Section {
-                who: interval.id.clone(),
+        let printed: Vec<Printed> = (intervals(&self.log.borrow()).into_iter())
+            .map(|interval| Printed {
+                who: interval.id,
+                what: interval.partition.to_string(),
                 token: 0,
-                node: interval.partition.to_string(),
-                enter: instant(interval.enter),
-                exit: instant(exit),
-                trusted: true,
-                told: Some(instant(exit)),
-            });
-        }
-        let same_partition = |a: &Section, b: &Section| a.node == b.node && a.who != b.who;
-        history
-            .trusted_overlaps_where(same_partition)
-            .iter()
-            .map(|(a, b)| {
-                let ms = (a.exit.min(b.exit) - b.enter).as_millis();
-                format!("partition {}: {} and {} for {ms} ms", a.node, a.who, b.who)
+                enter: interval.enter,
+                exit: interval.exit,
+                lost: interval.lock_lost,
             })
-            .collect()
+            .collect();
+        self.faults.overlaps(&printed)
     }
 
     /// SIGSTOPs replica `id` until the others work on every partition, then resumes it
@@ -274,8 +235,8 @@ impl Run {
         let cont = now_ms();
         signal(&replicas[id], libc::SIGCONT);
         let id = id.to_owned();
-        self.pauses.push(Pause {
-            id: id.clone(),
+        self.faults.pauses.push(Pause {
+            who: id.clone(),
             stop,
             cont,
         });
@@ -299,8 +260,7 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
     let (log_tx, log) = watch::channel(Vec::new());
     let mut run = Run {
         log,
-        pauses: Vec::new(),
-        kills: BTreeMap::new(),
+        faults: Faults::default(),
     };
     let ids = ["r1", "r2", "r3"];
     let mut proxies = BTreeMap::new();
@@ -348,7 +308,7 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
     run.pause_past_session(&replicas, &paused_master, &ids)
         .await;
     // The resumed master stopped being master before it published anything.
-    let resumed = run.pauses[1].cont;
+    let resumed = run.faults.pauses[1].cont;
     let after: Vec<Line> = (run.log.borrow().iter())
         .filter(|l| l.id == paused_master && l.ms >= resumed)
         .filter(|l| l.text.contains("published v") || l.text.starts_with("role: "))
@@ -363,7 +323,7 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
 
     // (c) The master SIGKILLed: the others take its partitions once its session expired.
     let killed = master(&run.log.borrow()).expect("one master");
-    run.kills.insert(killed.clone(), now_ms());
+    run.faults.kills.insert(killed.clone(), now_ms());
     let replica = replicas.get_mut(killed.as_str()).unwrap();
     replica.start_kill().unwrap();
     let left: Vec<&str> = ids.iter().copied().filter(|id| *id != killed).collect();
@@ -428,8 +388,7 @@ async fn a_replica_whose_id_was_taken_stops_and_exits() {
     let (log_tx, log) = watch::channel(Vec::new());
     let mut run = Run {
         log,
-        pauses: Vec::new(),
-        kills: BTreeMap::new(),
+        faults: Faults::default(),
     };
     let proxy = zk.proxy(0).await;
     let mut taken = replica(&proxy, &root, "r1", &log_tx);

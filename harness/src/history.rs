@@ -198,3 +198,79 @@ pub async fn critical_section(
     history.record(section.clone());
     section
 }
+
+/// A stretch of work a process printed (its start and end lines), on the clock every process
+/// on the machine shares: ms since the epoch.
+#[derive(Clone, Debug)]
+pub struct Printed {
+    /// The process.
+    pub who: String,
+    /// What it worked on (a partition): two processes must never work one at once.
+    pub what: String,
+    pub token: u64,
+    pub enter: u64,
+    /// `None`: still working (at the end of its output).
+    pub exit: Option<u64>,
+    /// Ended by the process itself finding its hold lost (it looks before every unit of work).
+    pub lost: bool,
+}
+
+/// A SIGSTOP of a process, from the signal to the SIGCONT (ms since the epoch).
+#[derive(Clone, Debug)]
+pub struct Pause {
+    pub who: String,
+    pub stop: u64,
+    pub cont: u64,
+}
+
+/// What was done to the processes whose work is checked: pauses and kills.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    pub pauses: Vec<Pause>,
+    /// When each SIGKILLed process was killed (ms since the epoch).
+    pub kills: std::collections::BTreeMap<String, u64>,
+}
+
+impl Faults {
+    /// The overlapping pairs of stretches of work on one thing by two processes, described.
+    ///
+    /// A paused process does nothing: one SIGSTOPped while working, whose stretch it ended
+    /// after the SIGCONT by finding its hold lost, worked until the SIGSTOP. A process killed
+    /// worked until the kill; one still working, until now.
+    pub fn overlaps(&self, printed: &[Printed]) -> Vec<String> {
+        let (anchor, anchor_ms) = (Instant::now(), crate::wait::now_ms());
+        let instant = |ms: u64| anchor - Duration::from_millis(anchor_ms.saturating_sub(ms));
+        let history = History::new();
+        for work in printed {
+            let mut exit = work.exit.unwrap_or(anchor_ms);
+            if let Some(&killed) = self.kills.get(&work.who) {
+                exit = exit.min(killed);
+            }
+            for pause in self.pauses.iter().filter(|p| p.who == work.who) {
+                let across = work.enter <= pause.stop && exit >= pause.cont;
+                if across && work.exit.is_some() && work.lost {
+                    exit = pause.stop;
+                }
+            }
+            history.record(Section {
+                who: work.who.clone(),
+                token: work.token,
+                node: work.what.clone(),
+                enter: instant(work.enter),
+                exit: instant(exit),
+                trusted: true,
+                told: Some(instant(exit)),
+            });
+        }
+        let same = |a: &Section, b: &Section| a.node == b.node && a.who != b.who;
+        (history.trusted_overlaps_where(same).iter())
+            .map(|(a, b)| {
+                let ms = (a.exit.min(b.exit) - b.enter).as_millis();
+                format!(
+                    "{}: {} (token {}) and {} (token {}) for {ms} ms",
+                    a.node, a.who, a.token, b.who, b.token
+                )
+            })
+            .collect()
+    }
+}

@@ -31,7 +31,8 @@
 //! * faults: [`Ensemble`]'s `stop`, `kill`, `pause`, `restart`, a [`Proxy`] to cut one
 //!   client off, a [`Forwarder`] to send its next connection to another server,
 //!   [`expire_session`];
-//! * [`history`]: critical sections recorded and checked for mutual exclusion;
+//! * [`history`]: critical sections recorded and checked for mutual exclusion (also the work
+//!   processes printed, under the faults done to them);
 //! * [`peers`]: Curator and kazoo peers driven as real processes;
 //! * [`nemesis`]: contenders looping under a nemesis that deletes waiters' nodes and writes
 //!   into any contender node, checked against the recipe's rule.
@@ -70,7 +71,7 @@ pub use events::{await_events, record_events, EventLog};
 pub use fixture::Fixture;
 pub use forwarder::Forwarder;
 pub use proxy::Proxy;
-pub use wait::{await_watch, bounded, unless_stopped, PATIENCE, WORK};
+pub use wait::{await_watch, bounded, now_ms, unless_stopped, PATIENCE, WORK};
 pub use watches::settle_watches;
 pub use znodes::{
     all_but, await_children, await_count, await_empty, await_queue, children, name, observe,

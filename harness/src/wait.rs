@@ -52,3 +52,12 @@ pub async fn unless_stopped<T>(
         _ = stop.wait_for(|&stop| stop) => None,
     }
 }
+
+/// Now, in ms since the epoch: the clock every process on the machine shares, for the times
+/// processes print and the faults a test does to them.
+pub fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970");
+    u64::try_from(since.as_millis()).expect("ms since 1970 fit in 64 bits")
+}

@@ -1,0 +1,228 @@
+//! The edges of the partitioner: a member with another set of partitions is refused (also
+//! when two join at once), nothing of it left; bad input refused at once, nothing created; a
+//! member whose id was taken, or whose session was closed, lets go of everything and says why;
+//! a member's own data is shown, the record taken off.
+
+use std::sync::Arc;
+
+use zk_harness::{await_empty, bounded, PATIENCE};
+use zk_recipes::{Error, Partitioner};
+use zookeeper_client::{Acls, CreateMode};
+
+use super::{fixture, names, nothing_left, Log, Member, Why};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_with_other_partitions_is_refused_and_leaves_nothing() {
+    let fx = fixture("partition-conflict", 3).await;
+    let partitions = names(4);
+    let log = Log::new(&fx);
+    let a = Member::join(&fx.sessions[0], &fx.root, &partitions, "a", &log).await;
+    a.await_settled(&["a"]).await;
+
+    for other in [
+        names(5),
+        names(3),
+        vec!["p00".into(), "p01".into(), "p02".into(), "q03".into()],
+    ] {
+        let refused = Partitioner::new(&fx.sessions[1], &fx.root, other.clone())
+            .unwrap()
+            .id("b")
+            .unwrap()
+            .join()
+            .await;
+        match refused {
+            Err(Error::PartitionsConflict {
+                member,
+                ours,
+                theirs,
+                ..
+            }) => {
+                assert_eq!(member, "a");
+                assert_ne!(ours, theirs);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let members = fx
+        .observer
+        .list_children(&format!("{}/members", fx.root))
+        .await
+        .unwrap();
+    assert_eq!(members, ["a"]);
+
+    // Two that join at once with different partitions: one of them is refused.
+    for round in 0..5 {
+        let (x, y) = (format!("x{round}"), format!("y{round}"));
+        let joins = [
+            (&x, &fx.sessions[1], names(6)),
+            (&y, &fx.sessions[2], names(7)),
+        ]
+        .map(|(id, session, names)| {
+            let partitioner = Partitioner::new(session, &format!("{}/race", fx.root), names)
+                .unwrap()
+                .id(id)
+                .unwrap();
+            tokio::spawn(async move { partitioner.join().await })
+        });
+        let mut joined = Vec::new();
+        for join in joins {
+            match join.await.unwrap() {
+                Ok(worker) => joined.push(worker),
+                Err(Error::PartitionsConflict { .. }) => {}
+                Err(err) => panic!("{err:?}"),
+            }
+        }
+        assert_eq!(joined.len(), 1, "round {round}");
+        let worker = joined.pop().unwrap();
+        let race = format!("{}/race/members", fx.root);
+        assert_eq!(
+            fx.observer.list_children(&race).await.unwrap(),
+            [worker.id()]
+        );
+        bounded("leave", PATIENCE, worker.leave()).await.unwrap();
+        for name in names(7) {
+            let lock = format!("{}/race/partitions/{name}", fx.root);
+            await_empty(&fx.observer, &lock).await;
+            let _ = fx.observer.delete(&lock, None).await;
+        }
+    }
+    for path in ["race/members", "race/partitions", "race"] {
+        match fx
+            .observer
+            .delete(&format!("{}/{path}", fx.root), None)
+            .await
+        {
+            Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+            Err(err) => panic!("{path}: {err}"),
+        }
+    }
+    a.leave().await;
+    nothing_left(fx, &partitions).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_refused_at_once_and_creates_nothing() {
+    let fx = fixture("partition-bad-input", 1).await;
+    let session = &fx.sessions[0];
+    let refused = |made: Result<Partitioner, Error>| {
+        assert!(matches!(made, Err(Error::InvalidArgument(_))), "{made:?}");
+    };
+    refused(Partitioner::new(session, &fx.root, Vec::<String>::new()));
+    refused(Partitioner::new(session, &fx.root, ["a", "b", "a"]));
+    refused(Partitioner::new(session, &fx.root, ["a/b"]));
+    refused(Partitioner::new(session, &fx.root, [""]));
+    refused(Partitioner::new(session, &fx.root, [".."]));
+    let made = Partitioner::new(session, "no/slash", ["a"]);
+    assert!(matches!(made, Err(Error::InvalidPath { .. })), "{made:?}");
+    let good = Partitioner::new(session, &fx.root, ["a"]).unwrap();
+    refused(good.clone().id(""));
+    refused(good.clone().id("a/b"));
+    refused(
+        good.clone()
+            .id("_c_0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-lock-0000000001"),
+    );
+    refused(good.clone().data(vec![0; 1024 * 1024]));
+    assert_eq!(fx.observer.check_stat(&fx.root).await.unwrap(), None);
+    fx.nothing_left().await;
+}
+
+/// A member whose id another session took ends: every hold it had is told to let go, and
+/// `next_partition` says why; the taker's node stays as it was made.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_whose_id_was_taken_lets_go_of_everything() {
+    let fx = fixture("partition-taken", 1).await;
+    let partitions = names(3);
+    let log = Log::new(&fx);
+    let a = Member::join(&fx.sessions[0], &fx.root, &partitions, "a", &log).await;
+    a.await_settled(&["a"]).await;
+
+    let node = format!("{}/members/a", fx.root);
+    let mut multi = fx.observer.new_multi_writer();
+    multi.add_delete(&node, None).unwrap();
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    multi.add_create(&node, b"taker", &ephemeral).unwrap();
+    multi.commit().await.unwrap();
+
+    let ended = bounded("the worker ends", PATIENCE, a.dealing)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&ended, Error::IdTaken { node: taken } if *taken == node),
+        "{ended:?}"
+    );
+    let worker = Arc::into_inner(a.worker).unwrap();
+    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
+    let ended = log
+        .steps()
+        .into_iter()
+        .filter(|s| s.ended.is_some())
+        .count();
+    assert_eq!(ended, 3, "{:#?}", log.steps());
+    assert!(
+        log.steps().iter().all(|s| s.ended != Some(Why::Lost)),
+        "{:#?}",
+        log.steps()
+    );
+
+    let (data, stat) = fx.observer.get_data(&node).await.unwrap();
+    assert_eq!(
+        (data.as_slice(), stat.ephemeral_owner),
+        (&b"taker"[..], fx.observer.session_id().0)
+    );
+    fx.observer.delete(&node, None).await.unwrap();
+    nothing_left(fx, &partitions).await;
+}
+
+/// Closing the session ends the worker: its holds are lost, `next_partition` says `Closed`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_session_ends_the_worker() {
+    let fx = fixture("partition-closed", 1).await;
+    let partitions = names(2);
+    let log = Log::new(&fx);
+    let a = Member::join(&fx.sessions[0], &fx.root, &partitions, "a", &log).await;
+    a.await_settled(&["a"]).await;
+    fx.sessions[0].close().await;
+    let ended = bounded("the worker ends", PATIENCE, a.dealing)
+        .await
+        .unwrap();
+    assert!(matches!(ended, Error::Closed), "{ended:?}");
+    let worker = Arc::into_inner(a.worker).unwrap();
+    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
+    let ended = log.steps().into_iter().filter(|s| s.ended.is_some());
+    assert_eq!(ended.count(), 2, "{:#?}", log.steps());
+    nothing_left(fx, &partitions).await;
+}
+
+/// A member's own data is shown beside its id, the record taken off; in its node, the record
+/// comes first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_members_data_is_shown_without_the_record() {
+    let fx = fixture("partition-data", 1).await;
+    let partitions = names(2);
+    let partitioner = Partitioner::new(&fx.sessions[0], &fx.root, partitions.clone())
+        .unwrap()
+        .id("a")
+        .unwrap()
+        .data("10.0.0.7:8080")
+        .unwrap();
+    let worker = bounded("join", PATIENCE, partitioner.join()).await.unwrap();
+    let members = partitioner.members().await.unwrap();
+    assert_eq!(members.len(), 1);
+    assert_eq!(
+        (members[0].id.as_str(), members[0].data.as_deref()),
+        ("a", Some(&b"10.0.0.7:8080"[..]))
+    );
+    let (raw, _) = fx.observer.get_data(worker.node()).await.unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    assert!(
+        raw.starts_with("zk-recipes partitioner v1 2 partitions ")
+            && raw.ends_with("\n10.0.0.7:8080"),
+        "{raw:?}"
+    );
+    let hold = bounded("a partition", PATIENCE, worker.next_partition())
+        .await
+        .unwrap();
+    drop(hold);
+    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
+    nothing_left(fx, &partitions).await;
+}
