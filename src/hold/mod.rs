@@ -8,8 +8,9 @@
 //! is the one way the node is released. A [`MutexGuard`](crate::MutexGuard), the
 //! [`RwLock`](crate::RwLock) guards, a [`Lease`](crate::Lease) and a
 //! [`Leadership`](crate::Leadership) each keep a holding (or, for a leadership, its core)
-//! and write the methods of [`Hold`] as one-line delegations to it: no recipe builds its
-//! own trust, fence or latch.
+//! and write the methods of [`Hold`] as one-line delegations to it, as a
+//! [`PartitionHold`](crate::PartitionHold) does to the `MutexGuard` it wraps: no recipe builds
+//! its own trust, fence or latch.
 //!
 //! Each of those types has the same methods of its own too, so calling them needs no
 //! import of the trait; the trait is for code that treats them alike (`Box<dyn Hold>`,
@@ -34,8 +35,8 @@ use crate::loss::Loss;
 /// Something held in ZooKeeper: a lock, a lease or a leadership, on a node of its own.
 ///
 /// Implemented by [`MutexGuard`](crate::MutexGuard), [`RwLockReadGuard`](crate::RwLockReadGuard),
-/// [`RwLockWriteGuard`](crate::RwLockWriteGuard), [`Lease`](crate::Lease) and
-/// [`Leadership`](crate::Leadership); returned by
+/// [`RwLockWriteGuard`](crate::RwLockWriteGuard), [`Lease`](crate::Lease),
+/// [`Leadership`](crate::Leadership) and [`PartitionHold`](crate::PartitionHold); returned by
 /// [`DistributedLock`](crate::DistributedLock). Each method means what the type's own method
 /// of that name means (see [`MutexGuard`](crate::MutexGuard)).
 ///
