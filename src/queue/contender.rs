@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 use zookeeper_client::{Client, EventType};
 
+use super::decide::{listed, Place};
 use super::handoff::{self, armed, Armed, HandOff, Heard};
 use super::leaving::{spawn_removal, Left, Removal};
-use super::order::{sequence, Ahead};
 use super::{Blockers, Wait};
 use crate::error::{Error, Result};
-use crate::path;
 use crate::session::{reconnected, retry, terminal, Session};
 
 /// How a wait to be first ended.
@@ -77,21 +76,6 @@ pub(crate) struct Contender {
     pub(super) asked: Arc<AtomicBool>,
 }
 
-/// Where a contender stands, as far as it knows.
-#[derive(Debug)]
-pub(super) enum Place {
-    /// No one ahead blocks it.
-    First,
-    /// The root has more children than this, the most it may have (see
-    /// [`Blockers::Crowd`]).
-    Crowded(u32),
-    /// Behind `blocker` (a full path), which was first when last looked if `blocker_first`.
-    Behind {
-        blocker: Box<str>,
-        blocker_first: bool,
-    },
-}
-
 impl Contender {
     /// Full path of the node.
     pub(crate) fn node(&self) -> &str {
@@ -112,7 +96,7 @@ impl Contender {
     /// Whether leaving now must signal the successor: an exclusive contender that is first,
     /// whether it entered first or not (see [`HandOff::taken`](handoff::HandOff::taken)).
     fn signals(&self) -> bool {
-        self.blockers.exclusive() && self.is_first()
+        self.blockers.signals(self.is_first())
     }
 
     /// The recipe root (the node's parent) and the node's own name.
@@ -271,7 +255,7 @@ impl Contender {
                     self.handoff = handoff;
                     return Ok(Turn::First);
                 }
-                Place::Crowded(_) => {
+                Place::Crowded => {
                     if !Box::pin(self.thinned()).await? {
                         return Ok(self.evicted());
                     }
@@ -387,14 +371,11 @@ impl Contender {
                 retry(&client, || client.list_children(root)).await
             })
             .await?;
-        if !children.iter().any(|child| child == own) {
+        let Some(place) = Place::of(root, own, &children, self.blockers) else {
             return Ok(false);
-        }
-        let seq = sequence(own).unwrap_or_default();
-        let ahead = Ahead::of(&children, seq, self.blockers.blocks());
-        debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
-        // Not crowded: a contender that holds by count has no blocker to look after.
-        self.place = Place::of(root, &ahead, None);
+        };
+        debug!(node = %self.node, children = children.len(), "blocker left; looked again");
+        self.place = place;
         Ok(true)
     }
 
@@ -402,10 +383,9 @@ impl Contender {
     /// `true`, with our node in the listing) or our node is not among them (`false`). Every
     /// notification is only a reason to list again; the watch goes with the last listing.
     async fn thinned(&mut self) -> Result<bool> {
-        let Place::Crowded(max) = self.place else {
+        let Place::Crowded = self.place else {
             return Ok(true);
         };
-        let max = usize::try_from(max).unwrap_or(usize::MAX);
         let (root, own) = self.root_and_name();
         let holds = loop {
             let (children, watcher) = self
@@ -414,10 +394,10 @@ impl Contender {
                     retry(&client, || client.list_and_watch_children(root)).await
                 })
                 .await?;
-            if !children.iter().any(|child| child == own) {
+            if !listed(own, &children) {
                 break false;
             }
-            if children.len() <= max {
+            if !self.blockers.crowded(children.len()) {
                 debug!(node = %self.node, children = children.len(), "few enough; holds");
                 break true;
             }
@@ -439,21 +419,6 @@ impl Drop for Contender {
         if self.armed {
             let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
             drop(spawn_removal(&self.session, self.client.clone(), removal));
-        }
-    }
-}
-
-impl Place {
-    /// Where a listing puts a contender under `root`, in a root that has more children than
-    /// `crowded`, if any, the most it may have.
-    pub(super) fn of(root: &str, ahead: &Ahead<'_>, crowded: Option<u32>) -> Place {
-        match (ahead.blocker, crowded) {
-            (None, Some(max)) => Place::Crowded(max),
-            (None, None) => Place::First,
-            (Some(name), _) => Place::Behind {
-                blocker: path::join(root, name).into_boxed_str(),
-                blocker_first: ahead.blocker_first,
-            },
         }
     }
 }
