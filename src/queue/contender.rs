@@ -14,13 +14,12 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 use zookeeper_client::{Client, EventType};
 
+use super::decide::{listed, Place};
 use super::handoff::{Armed, HandOff, Heard};
 use super::leaving::{spawn_removal, Left, Removal};
-use super::order::{sequence, Ahead};
 use super::{Blockers, Wait};
 use crate::error::{Error, Result};
 use crate::metrics::Kind;
-use crate::path;
 use crate::session::{reconnected, retry, terminal, Session};
 
 /// How a wait to be first ended.
@@ -70,21 +69,6 @@ pub(crate) struct Ticket {
     pub(super) asked: Arc<AtomicBool>,
 }
 
-/// Where a contender stands, as far as it knows.
-#[derive(Debug)]
-pub(super) enum Place {
-    /// No one ahead blocks it.
-    First,
-    /// The root has more children than this, the most it may have (see
-    /// [`Blockers::Crowd`]).
-    Crowded(u32),
-    /// Behind `blocker` (a full path), which was first when last looked if `blocker_first`.
-    Behind {
-        blocker: Box<str>,
-        blocker_first: bool,
-    },
-}
-
 impl Ticket {
     /// Full path of the node.
     pub(crate) fn node(&self) -> &str {
@@ -105,7 +89,7 @@ impl Ticket {
     /// Whether leaving now must signal the successor: an exclusive contender that is first,
     /// whether it entered first or not (see [`HandOff::taken`]).
     fn signals(&self) -> bool {
-        self.blockers.exclusive() && self.is_first()
+        self.blockers.signals(self.is_first())
     }
 
     /// What the node is, for metrics.
@@ -201,7 +185,7 @@ impl Ticket {
             loop {
                 let (blocker, blocker_first) = match &self.place {
                     Place::First => return Ok(Turn::First),
-                    Place::Crowded(_) => {
+                    Place::Crowded => {
                         // Boxed, here and below: what runs after a wake-up takes no room
                         // while waiting.
                         if !Box::pin(self.thinned()).await? {
@@ -318,14 +302,8 @@ impl Ticket {
             stat.map(|_| Place::First)
         } else {
             let children = retry(&client, || client.list_children(root)).await?;
-            let placed = children.iter().any(|child| child == own).then(|| {
-                let seq = sequence(own).unwrap_or_default();
-                let ahead = Ahead::of(&children, seq, self.blockers.blocks());
-                debug!(node = %self.node, ahead = ahead.count, "blocker left; looked again");
-                // Not crowded: a contender that holds by count has no blocker to look after.
-                Place::of(root, &ahead, None)
-            });
-            placed
+            debug!(node = %self.node, children = children.len(), "blocker left; looked again");
+            Place::of(root, own, &children, self.blockers)
         };
         self.session.confirm(&client, sent);
         let placed = place.is_some();
@@ -339,10 +317,9 @@ impl Ticket {
     /// `true`, with our node in the listing) or our node is not among them (`false`). Every
     /// notification is only a reason to list again; the watch goes with the last listing.
     async fn thinned(&mut self) -> Result<bool> {
-        let Place::Crowded(max) = self.place else {
+        let Place::Crowded = self.place else {
             return Ok(true);
         };
-        let max = usize::try_from(max).unwrap_or(usize::MAX);
         let (root, own) = self.node.rsplit_once('/').unwrap_or_default();
         let holds = loop {
             let client = self.live_client()?;
@@ -351,10 +328,10 @@ impl Ticket {
                 retry(&client, || client.list_and_watch_children(root)).await?;
             self.session.confirm(&client, sent);
             drop(client);
-            if !children.iter().any(|child| child == own) {
+            if !listed(own, &children) {
                 break false;
             }
-            if children.len() <= max {
+            if !self.blockers.crowded(children.len()) {
                 debug!(node = %self.node, children = children.len(), "few enough; holds");
                 break true;
             }
@@ -376,21 +353,6 @@ impl Drop for Ticket {
         if self.armed {
             let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
             drop(spawn_removal(&self.session, self.client.clone(), removal));
-        }
-    }
-}
-
-impl Place {
-    /// Where a listing puts a contender under `root`, in a root that has more children than
-    /// `crowded`, if any, the most it may have.
-    pub(super) fn of(root: &str, ahead: &Ahead<'_>, crowded: Option<u32>) -> Place {
-        match (ahead.blocker, crowded) {
-            (None, Some(max)) => Place::Crowded(max),
-            (None, None) => Place::First,
-            (Some(name), _) => Place::Behind {
-                blocker: path::join(root, name).into_boxed_str(),
-                blocker_first: ahead.blocker_first,
-            },
         }
     }
 }

@@ -21,10 +21,8 @@ use uuid::Uuid;
 use zookeeper_client::Error::NoNode;
 use zookeeper_client::{Client, CreateMode};
 
-use super::contender::Place;
+use super::decide::{find_own, sort_contenders, Place, SEQUENCE_DIGITS};
 use super::leaving::{spawn_removal, Removal};
-use super::order::sort_contenders;
-use super::order::{find_own, sequence, Ahead, SEQUENCE_DIGITS};
 use super::{Blockers, Listed, Ticket, Turn, Wait};
 use crate::acl::NodeAcl;
 use crate::error::{outcome_unknown, Error, Result};
@@ -501,19 +499,17 @@ impl Creating {
     /// the node from now on. `None` if the listing lacks the node: it is gone already
     /// (deleted by someone), and a new one must be made.
     fn contender(&mut self, node: String, czxid: i64, children: &[String]) -> Option<Ticket> {
-        let seq = sequence(&node).unwrap_or_default();
         let own = node.rsplit_once('/').map_or("", |(_, own)| own);
-        if !children.iter().any(|child| child == own) {
+        let Some(place) = Place::of(&self.root, own, children, self.blockers) else {
             debug!(%node, "our new node is gone already; creating another");
             return None;
-        }
+        };
         self.armed = false;
-        let ahead = Ahead::of(children, seq, self.blockers.blocks());
-        debug!(%node, ahead = ahead.count, "entered the queue");
+        debug!(%node, children = children.len(), "entered the queue");
         Some(Ticket {
             session: self.session.clone(),
             client: Arc::downgrade(&self.client),
-            place: Place::of(&self.root, &ahead, self.blockers.crowded(children.len())),
+            place,
             blockers: self.blockers,
             kind: self.kind,
             armed: true,

@@ -10,6 +10,7 @@ use std::sync::Weak;
 use tracing::debug;
 use zookeeper_client::{Client, EventType, OneshotWatcher, StateWatcher, WatchedEvent};
 
+use super::decide;
 use crate::error::{Error, Result};
 use crate::session::{retry, terminal};
 
@@ -183,15 +184,9 @@ impl HandOff {
     }
 
     /// Once the blocker's deletion was heard: whether what was heard before it says that
-    /// we are first with our own node there. The connection is the same since arming (the
-    /// order of notifications holds within one connection only), our own node is still
-    /// watched (not heard deleted or written), and the blocker signalled that it left
-    /// while first. Even a blocker that was first when we looked must signal: a deletion
-    /// of our node in the same transaction as the blocker's, after it (`zkCli deleteall`),
-    /// is heard only after the blocker's, while the blocker's own transaction never deletes
-    /// our node.
+    /// we are first with our own node there (the rule: [`decide::taken`]).
     pub(super) fn taken(&self) -> bool {
-        let taken = !self.reconnected && self.own.is_some() && self.signalled;
+        let taken = decide::taken(!self.reconnected, self.own.is_some(), self.signalled);
         debug!(?self, taken, "blocker gone; what was heard");
         taken
     }

@@ -13,7 +13,7 @@ use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError, SessionState};
 
-use super::order::find_own;
+use super::decide::find_own;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::metrics::PendingRemoval;
 use crate::path;

@@ -5,7 +5,7 @@
 //! A contender is an EPHEMERAL_SEQUENTIAL child `ROOT/_c_<uuid>-<name><seq>` of the recipe
 //! root (Apache Curator's "protected" naming; `name` is `lock-` or `latch-`). Contenders are
 //! ordered by the sequence suffix of *every* child, whatever its prefix, so foreign clients
-//! on the same root (Curator, kazoo) take part in the same order ([`order`]). Sequence
+//! on the same root (Curator, kazoo) take part in the same order ([`decide`]). Sequence
 //! numbers only grow, so no contender can ever appear ahead of one already queued, and one
 //! that was first stays first until it goes.
 //!
@@ -67,9 +67,11 @@
 //! The rule is model-checked: `model` (test only) models this protocol — contenders,
 //! servers with one ordered notification queue per session, multis, connection loss and
 //! reconnection, session expiry, a nemesis, foreign contenders that never signal — and
-//! explores it exhaustively for small configurations; its module doc has the table of which
-//! function each model step stands for. A change to one shows in the other: keep them
-//! together.
+//! explores it exhaustively for small configurations. The decisions (order, who blocks,
+//! place, crowding, "taken without a request", whether leaving signals) are pure functions
+//! with one home, [`decide`], which the code and the model both call: a change to one is
+//! explored in `cargo test`. What the model still mirrors by hand (the requests, what is
+//! heard, the fallback) is in its module doc's table: keep those together.
 //!
 //! Who blocks a contender is the recipe's choice ([`Blockers`]): every one ahead (a mutex,
 //! a leader, a writer: the recipe names those ahead that never signal, readers), some names
@@ -92,6 +94,7 @@
 //! for its loss and releases it: the queue knows nothing of holds.
 
 mod contender;
+mod decide;
 mod entering;
 mod handoff;
 mod leaving;
@@ -109,10 +112,11 @@ use crate::error::Result;
 use crate::session::disconnected;
 
 pub(crate) use contender::{Ticket, Turn};
+pub(crate) use decide::{is_writer, sort_contenders, Blockers};
 pub(crate) use entering::Queue;
 pub(crate) use handoff::{armed, Armed};
 pub(crate) use leaving::{spawn_removal, Left, Removal};
-pub(crate) use order::{is_contender_name, sort_contenders};
+pub(crate) use order::is_contender_name;
 
 /// The most data a contender node may carry: ZooKeeper servers drop a connection whose
 /// request exceeds `jute.maxbuffer` (1 MiB by default), so larger data is refused before
@@ -126,70 +130,6 @@ pub(crate) struct Listed {
     pub(crate) name: String,
     pub(crate) data: Option<Vec<u8>>,
     pub(crate) token: u64,
-}
-
-/// Which contenders ahead keep a contender from holding.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Blockers {
-    /// Every one: at most one holds (a mutex, a leader, a writer). A holder is first of
-    /// the whole queue, and signals its successor as it leaves, unless `silent` says that
-    /// contenders of its name never do (a reader, to a writer behind it).
-    Every { silent: fn(&str) -> bool },
-    /// Only those whose names this accepts (a reader: writers only). Several may hold at
-    /// once, and a holder does not know whether it is first, so none signals.
-    Only(fn(&str) -> bool),
-    /// None by name: it holds while the root has at most this many children, itself
-    /// included, whatever their order (a semaphore's lease, counted as Curator counts). It
-    /// waits on a child watch of the root; several hold at once, and none signals.
-    Crowd(u32),
-}
-
-impl Blockers {
-    /// Every one ahead blocks, and every one signals (foreign contenders simply never do).
-    pub(crate) const EVERY: Blockers = Blockers::Every { silent: none };
-
-    /// Which names ahead keep such a contender from holding.
-    fn blocks(self) -> fn(&str) -> bool {
-        fn every(_: &str) -> bool {
-            true
-        }
-        match self {
-            Blockers::Every { .. } => every,
-            Blockers::Only(blocks) => blocks,
-            Blockers::Crowd(_) => none,
-        }
-    }
-
-    /// Whether such a contender excludes every other holder: leaving while first, it
-    /// signals its successor.
-    fn exclusive(self) -> bool {
-        matches!(self, Blockers::Every { .. })
-    }
-
-    /// Whether a blocker named `blocker` of such a contender signals when it leaves first.
-    fn signalled_by(self, blocker: &str) -> bool {
-        match self {
-            Blockers::Every { silent } => !silent(blocker),
-            // Only writers block a reader, and writers signal.
-            Blockers::Only(_) => true,
-            Blockers::Crowd(_) => false,
-        }
-    }
-
-    /// The most children a root may have for such a contender to hold, if a root with
-    /// `children` children has more.
-    fn crowded(self, children: usize) -> Option<u32> {
-        match self {
-            Blockers::Crowd(max) if usize::try_from(max).is_ok_and(|max| children > max) => {
-                Some(max)
-            }
-            Blockers::Every { .. } | Blockers::Only(_) | Blockers::Crowd(_) => None,
-        }
-    }
-}
-
-fn none(_: &str) -> bool {
-    false
 }
 
 /// How long an acquisition may wait.

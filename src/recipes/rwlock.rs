@@ -11,25 +11,13 @@ use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
 use crate::loss::Loss;
-use crate::queue::{Blockers, Queue, Wait};
+use crate::queue::{is_writer, Blockers, Queue, Wait};
 use crate::recipes::contenders::{list, revoke_holding, validate_id, Access, Contender};
 use crate::recipes::lock::DistributedLock;
 use crate::session::Session;
 
 /// What names a reader of ours (and Curator's): `_c_<uuid>-__READ__<seq>`.
 const READER: &str = "__READ__";
-
-/// Whether a contender is a writer: ours and Curator's `…__WRIT__<seq>`, kazoo's
-/// `<hex>__lock__<seq>` (kazoo's readers are `<hex>__rlock__<seq>`).
-pub(crate) fn is_writer(name: &str) -> bool {
-    name.contains("__WRIT__") || name.contains("__lock__")
-}
-
-/// Whether a contender is a reader. A reader never leaves a left-first signal (it does not
-/// know whether it is first), so a writer behind one waits for none.
-fn is_reader(name: &str) -> bool {
-    !is_writer(name)
-}
 
 /// A distributed read/write lock: many readers or one writer at a time, across every
 /// process, session and task that locks the same path.
@@ -100,13 +88,8 @@ impl RwLock {
     pub fn new(session: &Session, path: &str) -> Result<RwLock> {
         Ok(RwLock {
             session: session.clone(),
-            readers: Queue::new(path, READER, Blockers::Only(is_writer), session.node_acl())?,
-            writers: Queue::new(
-                path,
-                "__WRIT__",
-                Blockers::Every { silent: is_reader },
-                session.node_acl(),
-            )?,
+            readers: Queue::new(path, READER, Blockers::READER, session.node_acl())?,
+            writers: Queue::new(path, "__WRIT__", Blockers::WRITER, session.node_acl())?,
         })
     }
 
@@ -543,18 +526,5 @@ impl DistributedLock for RwLock {
 
     async fn try_lock_for(&self, timeout: Duration) -> Result<Option<Box<dyn Hold>>> {
         Ok(self.try_write_for(timeout).await?.map(boxed))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_writer;
-
-    #[test]
-    fn tells_writers_from_readers() {
-        assert!(is_writer("_c_0f8e-__WRIT__0000000003"));
-        assert!(is_writer("9b1d2c__lock__0000000004"));
-        assert!(!is_writer("_c_0f8e-__READ__0000000005"));
-        assert!(!is_writer("9b1d2c__rlock__0000000006"));
     }
 }

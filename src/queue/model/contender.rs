@@ -1,6 +1,8 @@
 //! A contender's client: what it sends, and what it does with what it hears, one message
 //! at a time, in the order its server sent them.
 
+use super::super::decide::{find_own, listed, taken, Place};
+use super::names::{seq_of, uuid, ROOT};
 use super::server::{bit, Event, Msg, Path, Reply, Req, Seq, Watch};
 use super::{Config, Kind, Variant, World};
 
@@ -26,10 +28,8 @@ pub(super) struct Client {
     pub(super) acquisitions: u8,
     /// It decided that it holds while its node was gone (invariant I1).
     pub(super) broke_i1: bool,
-    /// It is a reader (its node's name says so).
-    pub(super) reader: bool,
-    /// It is a semaphore's lease: it enters through the semaphore's gate.
-    pub(super) lease: bool,
+    /// What it is (its node's name says so; a lease enters through the semaphore's gate).
+    pub(super) kind: Kind,
 }
 
 /// Where a contender stands.
@@ -93,8 +93,7 @@ impl Client {
             entries,
             acquisitions,
             broke_i1: false,
-            reader: kind == Kind::Reader,
-            lease: kind == Kind::Lease,
+            kind,
         }
     }
 
@@ -165,7 +164,7 @@ impl World {
         if client.entries == 0 {
             return self.finish(c);
         }
-        if client.lease && !client.in_gate() {
+        if client.kind == Kind::Lease && !client.in_gate() {
             client.phase = Phase::Gated;
             return;
         }
@@ -210,7 +209,8 @@ impl World {
     pub(super) fn leave(&mut self, c: usize, cfg: &Config) {
         let client = &mut self.clients[c];
         let give_up = !matches!(client.phase, Phase::Holding { .. });
-        let signal = !give_up && cfg.kinds[c] == Kind::Writer;
+        // `Ticket::leave`: a holder is first, a waiter that gives up is not.
+        let signal = client.kind.ours() && cfg.blockers(c).signals(!give_up);
         client.keep_watches(&[]);
         client.decided();
         client.phase = Phase::Leaving { give_up };
@@ -289,12 +289,12 @@ impl World {
         match (client.phase, req, reply) {
             (Phase::Entering { .. }, Req::Create, Reply::Created(seq)) => client.own = Some(seq),
             (Phase::Entering { recovering: true }, Req::List, Reply::Listed(live)) => {
-                let mine = (0..self.server.owner.len()).find(|&seq| {
-                    usize::from(self.server.owner[seq]) == c && live & (1 << seq) != 0
-                });
-                match mine {
-                    Some(seq) => {
-                        client.own = Seq::try_from(seq).ok();
+                // `Creating::recover`: the node found by the uuid in its name.
+                let names = cfg.listing(&self.server, live, c, None);
+                let owner = u8::try_from(c).unwrap_or_default();
+                match find_own(&names, &uuid(owner)) {
+                    Some(name) => {
+                        client.own = Some(seq_of(name));
                         self.placed(c, live, cfg);
                     }
                     None => {
@@ -352,55 +352,85 @@ impl World {
         }
     }
 
-    /// Places contender `c` by a listing `live` made after its create.
+    /// Places contender `c` of ours by a listing `live` made after its create, as
+    /// `Place::of` does (`Creating::contender`, `Ticket::ask`); a lease waiting for
+    /// a crowded root to thin out, as `Ticket::thinned` does.
     fn placed(&mut self, c: usize, live: u32, cfg: &Config) {
+        if cfg.kinds[c] == Kind::Foreign {
+            return self.placed_foreign(c, live, cfg);
+        }
+        let Some(own) = self.clients[c].own else {
+            return self.evicted(c, cfg);
+        };
+        let names = cfg.listing(&self.server, live, c, Some(own));
+        let own_name = cfg.own_name(c, own);
+        let blockers = cfg.blockers(c);
+        if self.clients[c].phase == Phase::Crowded {
+            return match (listed(own_name, &names), blockers.crowded(names.len())) {
+                (false, _) => self.evicted(c, cfg),
+                // The reply of a listing with a child watch: wait for the watch.
+                (true, true) => self.clients[c].watch_known(Path::Children),
+                (true, false) => self.hold(c, cfg),
+            };
+        }
+        let (blocker, first) = match Place::of(ROOT, own_name, &names, blockers) {
+            None => return self.evicted(c, cfg),
+            Some(Place::First) => return self.hold(c, cfg),
+            Some(Place::Crowded) => {
+                let client = &mut self.clients[c];
+                client.phase = Phase::Crowded;
+                client.keep_watches(&[Path::Node(own)]);
+                return client.send(Req::ListWatch);
+            }
+            Some(Place::Behind {
+                blocker,
+                blocker_first,
+            }) => (blocker, blocker_first),
+        };
+        // `Ticket::wait_first`: the signal is watched if the blocker's name says it signals.
+        let signals = blockers.signalled_by(&blocker);
+        self.wait_on(c, seq_of(&blocker), first, signals, cfg);
+    }
+
+    /// Places foreign contender `c` by its own rule (Curator's, kazoo's): it holds when
+    /// lowest, else watches the one just ahead.
+    fn placed_foreign(&mut self, c: usize, live: u32, cfg: &Config) {
         let Some(own) = self.clients[c].own.filter(|&own| live & bit(own) != 0) else {
             return self.evicted(c, cfg);
         };
         let ahead = live & (bit(own) - 1);
-        let blocking = match cfg.kinds[c] {
-            Kind::Reader => ahead & !self.server.readers,
-            Kind::Writer | Kind::Foreign => ahead,
-            Kind::Lease if live.count_ones() > u32::from(cfg.leases) => {
-                let client = &mut self.clients[c];
-                if client.phase == Phase::Crowded {
-                    // The reply of a listing with a child watch: wait for the watch.
-                    client.watch_known(Path::Children);
-                } else {
-                    client.phase = Phase::Crowded;
-                    client.keep_watches(&[Path::Node(own)]);
-                    client.send(Req::ListWatch);
-                }
-                return;
-            }
-            Kind::Lease => 0,
-        };
-        if blocking == 0 {
+        if ahead == 0 {
             return self.hold(c, cfg);
         }
-        let blocker = Seq::try_from(31 - blocking.leading_zeros()).unwrap_or_default();
-        let waiting = Waiting {
+        let blocker = Seq::try_from(31 - ahead.leading_zeros()).unwrap_or_default();
+        self.wait_on(c, blocker, false, false, cfg);
+    }
+
+    /// Contender `c` waits on `blocker` (first when listed if `first`): it watches the
+    /// blocker, and, if ours, its own node and, if `signals`, the blocker's signal.
+    fn wait_on(&mut self, c: usize, blocker: Seq, first: bool, signals: bool, cfg: &Config) {
+        let client = &mut self.clients[c];
+        let Some(own) = client.own else {
+            return;
+        };
+        client.phase = Phase::Waiting(Waiting {
             blocker,
-            first: u32::from(blocker) == ahead.trailing_zeros(),
+            first,
             gone: false,
             signal: false,
             own_set: false,
             own_spent: false,
             connection_changed: false,
-        };
-        let reader = self.server.readers & bit(blocker) != 0;
-        let client = &mut self.clients[c];
-        client.phase = Phase::Waiting(waiting);
+        });
         client.keep_watches(&[Path::Node(own), Path::Node(blocker), Path::Signal(blocker)]);
         client.send(Req::Watch(blocker));
-        if cfg.kinds[c] == Kind::Foreign {
+        if !client.kind.ours() {
             return;
         }
         if cfg.variant != Variant::NoOwnWatch {
             client.send(Req::Exists(Path::Node(own), true));
         }
-        // Readers never signal.
-        if !reader {
+        if signals {
             client.send(Req::Exists(Path::Signal(blocker), true));
         }
     }
@@ -408,15 +438,16 @@ impl World {
     /// The blocker of waiter `c` is gone and every reply to its arming is in: hold on what
     /// was heard, or fall back to one request.
     fn decide(&mut self, c: usize, waiting: Waiting, cfg: &Config) {
-        let own_known = waiting.own_set && !waiting.own_spent;
+        // `HandOff::taken`; a known-bad variant changes what it is told.
         let same = !waiting.connection_changed;
-        let heard = waiting.signal && own_known && same;
+        let own_watched = waiting.own_set && !waiting.own_spent;
+        let signal = waiting.signal;
         let hold = match cfg.variant {
-            Variant::Correct => heard,
-            Variant::NoConnectionCheck => waiting.signal && own_known,
-            Variant::NoOwnWatch => waiting.signal && !waiting.own_spent && same,
-            Variant::FirstExempt => (waiting.signal || waiting.first) && own_known && same,
-            Variant::ZeroRequest => heard || waiting.first,
+            Variant::Correct => taken(same, own_watched, signal),
+            Variant::NoConnectionCheck => taken(true, own_watched, signal),
+            Variant::NoOwnWatch => taken(same, !waiting.own_spent, signal),
+            Variant::FirstExempt => taken(same, own_watched, signal || waiting.first),
+            Variant::ZeroRequest => taken(same, own_watched, signal) || waiting.first,
         };
         if hold {
             return self.hold(c, cfg);

@@ -10,14 +10,15 @@
 //! kazoo: they hold when lowest, watch their predecessor, list again when it changes,
 //! release with a plain delete and never signal).
 //!
-//! * The server ([`server`]): the root's children with their sequence numbers and
-//!   owners; left-first signal paths; watches per session (data, exists and child watches,
+//! * The server ([`server`]): the root's children with their sequence numbers, owners
+//!   and names ([`names`]: the crate's format, sequence numbers across the 32-bit wrap);
+//!   left-first signal paths; watches per session (data, exists and child watches,
 //!   fired once); one FIFO queue per session of what the server sends (replies and
 //!   notifications); a transaction applied at once, its notifications to one session in
 //!   the order of its operations.
 //! * Our contenders ([`contender`]): enter (create and list sent back to back), place,
 //!   arm (blocker's data watch, own exists watch, the blocker's signal watch), hear,
-//!   decide, fall back (exists of the own node behind a blocker that was first, else a
+//!   decide (placing and deciding by the code's own functions, below), fall back (exists of the own node behind a blocker that was first, else a
 //!   listing), hold until a loss is heard, release (signal, delete in one transaction), give
 //!   up (plain delete), enter again when evicted or expired.
 //! * Faults ([`faults`]): connection loss (what was not delivered is lost, requests not yet
@@ -32,9 +33,12 @@
 //! Time (timeouts, back-off, the liveness bound: a holder that loses its connection stops
 //! trusting at once, and a session expires only while disconnected); one session per
 //! contender (the queue shares a session between contenders: their notifications share
-//! one order, which only adds constraints); node names, ACLs, data contents (a write only
+//! one order, which only adds constraints); ACLs, data contents (a write only
 //! fires watches, and is remembered by a watch whose client has not heard it yet, for the
-//! answer on reconnection); the 32-bit sequence wrap; a root that does not exist; the bounded
+//! answer on reconnection); the owner of a node deleted (a stale listing names it with a
+//! uuid of no one, unless it is the reader's own: only its owner looks for it by uuid, and
+//! makes another node whether it finds a name of a node gone or none); a root that does
+//! not exist; the bounded
 //! entries in flight; request errors other than a lost connection; a holder's delayed own
 //! watch (the watch is sent at once: the server may serve it at any later point). A
 //! connection loss is seen by the client when it happens (with no server change between
@@ -59,41 +63,62 @@
 //!   one with a reader; no more trusted leases than the semaphore grants.
 //! * I3 and liveness: in a state where no contender, server or reconnection step can be
 //!   taken (faults, give-ups aside), every contender is done and no node of ours is left.
+//! * I4: a trusted holder has no node ahead of it that keeps it from holding (a successor
+//!   never takes over while its predecessor's node exists), and an exclusive one is the
+//!   first that observers list ([`sort_contenders`](super::sort_contenders), as
+//!   `LeaderElection::leader` and `contenders()` order the queue).
 //!
-//! # Model steps and the code they stand for
+//! # The code's decisions, called
+//!
+//! The model decides as the code does by calling the code's own functions
+//! ([`decide`](super::decide)) on real names ([`names`]): a mutation of one of them is
+//! explored by `cargo test`.
+//!
+//! | decision | function | the code calls it in | the model calls it in |
+//! | --- | --- | --- | --- |
+//! | order: sequence numbers, as serial numbers across the wrap | `sequence`, `Place::of` | `Creating::contender`, `Ticket::ask` | `World::placed` |
+//! | own node in a listing; who blocks; whether the blocker was first; crowded | `Place::of` (`listed`, `Blockers::blocks`, `Blockers::crowded`) | `Creating::contender`, `Ticket::ask` | `World::placed` |
+//! | a crowded root thinned out | `listed`, `Blockers::crowded` | `Ticket::thinned` | `World::placed` (`Phase::Crowded`) |
+//! | whether the blocker's signal is watched | `Blockers::signalled_by` | `Ticket::wait_first` | `World::placed` |
+//! | held without a request | `taken` | `HandOff::taken` | `World::decide` (a known-bad variant changes what it is told) |
+//! | whether leaving signals | `Blockers::signals` | `Ticket::leave` | `World::leave` |
+//! | a create's node found by its uuid | `find_own` | `Creating::recover` | `World::replied` (`Entering { recovering }`) |
+//! | who blocks a recipe's contender | `Blockers::EVERY`, `READER`, `WRITER` (`is_writer`), `Crowd` | `Mutex`, `RwLock`, `Semaphore` | `Config::blockers` |
+//! | the queue's order as observers list it | `sort_contenders` | `Queue::listed`, `LeaderElection::leader` | invariant I4 |
+//!
+//! # Steps kept by hand
+//!
+//! The requests and the waiting are mirrored step by step; a change to one of these
+//! functions is a change to the step beside it.
 //!
 //! | model | queue |
 //! | --- | --- |
 //! | `World::enter`: create and list sent back to back | `Queue::enter`, `Queue::create` |
-//! | `Entering { recovering }`: a create's reply lost, the node looked for by owner | `Creating::recover`, `find_own` |
-//! | `World::placed`: own node absent (enter again), first (hold) or behind a blocker | `Creating::contender`, `Place::of`, `Ahead::of`; `Contender::look_again` after a fallback listing |
-//! | `World::placed`, arming: blocker's data watch, own exists watch, signal exists watch (none behind a reader) | `Contender::gone` (`Contender::watch`, an exists watch), `HandOff::arm` (its state watcher is the connection generation) |
-//! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | the loop of `Contender::gone` (`HandOff::hear`: one biased select over the own node, the signal, the connection and the blocker) |
-//! | `World::decide`: hold on what was heard | `HandOff::taken` |
-//! | `Phase::Checking { list: false }`: exists of the own node behind a blocker that was first | `Contender::own_exists` |
-//! | `Phase::Checking { list: true }`: list and place again | `Contender::look_again` |
-//! | `World::evicted`: enter again at the end | `Contender::evicted`, `Turn::Evicted` in `Queue::hold` |
-//! | `World::hold`: trusted; the own node watched (the waiting watch kept if unspent) | `Holding::start` (`HandOff::into_own`, `NodeWatch`) |
+//! | `World::placed`, arming: blocker's data watch, own exists watch, signal exists watch | `Ticket::wait_first`, `HandOff::arm` (the blocker's exists watch with the others; its state watcher is the connection generation) |
+//! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | `HandOff::hear` (one biased select over the own node, the signal, the connection and the blocker; it watches a blocker written into again) |
+//! | `World::decide`, not held: exists of the own node behind a blocker that was first (`Phase::Checking { list: false }`), else list and place again | `Ticket::wait_first` (`Heard::BlockerGone`, not taken): `Ticket::ask` |
+//! | `World::evicted`: enter again at the end | `Ticket::evicted`, `Turn::Evicted` in `Queue::acquire` |
+//! | `World::hold`: trusted; the own node watched (the waiting watch kept if unspent) | `Holding::start` in the hold core (`Ticket::take_own_watch`, `NodeWatch`) |
 //! | `Holding { trusted: false }`: own node deleted, connection lost, session expired | `Watching::lost` (`Watching::node_lost`, `connection_lost`) |
-//! | `World::leave` from holding: signal and delete in one transaction | `Holding::release`, `Contender::leave`, `spawn_removal`, `remove`, `remove_signalling` |
-//! | `Step::GiveUp`, `World::leave` from waiting: plain delete | `Contender::give_up` |
+//! | `World::leave`: the removal (with the signal: one transaction) | `Ticket::leave`, `give_up`, `spawn_removal`, `remove`, `remove_signalling` |
 //! | `World::lose`, `World::reconnect`: requests sent again; a removal until gone | `session::retry`, `remove_until_gone` |
-//! | `World::reconnect` of an expired session | `Contender::failed` (`Turn::Expired`), `Queue::enter` on the new session |
-//! | `Phase::Crowded`: list with a child watch until few enough | `Contender::thinned` |
+//! | `World::reconnect` of an expired session | `Ticket::failed` (`Turn::Expired`), `Queue::enter` on the new session |
 //! | `Step::Gate`: one lease enters at a time | `Semaphore::acquire_within` (its `gate`, a `Mutex`) |
-//! | `Kind::Foreign` | Curator's `LockInternals`, kazoo's `Lock` |
+//! | `Kind::Foreign`, `World::placed_foreign` | Curator's `LockInternals`, kazoo's `Lock` (their own rules, not ours) |
 //!
 //! The model follows the target protocol of issue 24 (no hand-off mark in the root: the
-//! fallback behind a blocker that was first is an exists of the own node); a change to one
-//! of these functions is a change to the step beside it.
+//! fallback behind a blocker that was first is an exists of the own node).
 
 mod contender;
 mod explorer;
 mod faults;
 mod invariants;
+mod names;
 mod server;
 mod steps;
 mod tests;
+
+use std::cell::OnceCell;
 
 use contender::Client;
 use server::Server;
@@ -105,7 +130,8 @@ enum Kind {
     Writer,
     /// Ours, a reader ([`Blockers::Only`](super::Blockers::Only) writers).
     Reader,
-    /// Curator or kazoo: exclusive, never signals, never checks its own node.
+    /// Curator or kazoo (named as kazoo names its nodes): exclusive, never signals, never
+    /// checks its own node.
     Foreign,
     /// Ours, a semaphore's lease ([`Blockers::Crowd`](super::Blockers::Crowd) of
     /// [`Config::leases`]).
@@ -160,6 +186,8 @@ struct Config {
     leases: u8,
     /// Whether leases enter through the semaphore's gate (off: a known-bad variant).
     gate: bool,
+    /// The names of the nodes, made on first use (see [`names`]).
+    names: OnceCell<Vec<String>>,
 }
 
 /// What is left of the faults (and give-ups) a run may still use.

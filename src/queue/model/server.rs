@@ -6,7 +6,7 @@
 //! sessions concerned. A transaction applies all its operations in that one step, and its
 //! notifications reach each watching session in the order of its operations.
 
-use super::World;
+use super::{Kind, World};
 
 /// A sequence number (index of a bit in a listing).
 pub(super) type Seq = u8;
@@ -122,8 +122,9 @@ pub(super) struct Server {
     /// The contender (index) that created each sequence number; [`GONE`] once deleted, so
     /// that states differing only in who owned a deleted node are one.
     pub(super) owner: Vec<u8>,
-    /// The nodes made by readers (their names say so), deleted or not.
-    pub(super) readers: u32,
+    /// What kind of contender made each sequence number, deleted or not: its name says so
+    /// (see [`names`](super::names)).
+    pub(super) made_by: Vec<Kind>,
     /// Signal paths on which a node exists (made by someone else than a leaving contender).
     pub(super) forged: u32,
 }
@@ -148,14 +149,12 @@ impl Server {
         }
     }
 
-    fn create(&mut self, owner: usize, reader: bool) -> Seq {
+    fn create(&mut self, owner: usize, kind: Kind) -> Seq {
         let seq = Seq::try_from(self.owner.len()).unwrap_or(Seq::MAX);
         assert!(seq < 32, "the model makes at most 32 nodes");
         self.owner.push(u8::try_from(owner).unwrap_or(GONE));
+        self.made_by.push(kind);
         self.live |= bit(seq);
-        if reader {
-            self.readers |= bit(seq);
-        }
         seq
     }
 }
@@ -168,8 +167,7 @@ impl World {
         client.unserved -= 1;
         let reply = match req {
             Req::Create => {
-                let reader = self.clients[c].reader;
-                let seq = self.server.create(c, reader);
+                let seq = self.server.create(c, self.clients[c].kind);
                 self.apply(&[Change::Create(Path::Node(seq))]);
                 Reply::Created(seq)
             }

@@ -6,7 +6,7 @@ use super::contender::{Client, Phase};
 use super::explorer::Model;
 use super::faults::orders;
 use super::server::{Change, Msg, Path, Seq, Server};
-use super::{invariants, Budget, Config, World};
+use super::{invariants, Budget, Config, Kind, World};
 
 /// One step; contenders are numbered from 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,7 +96,7 @@ impl Model for Config {
                 || world
                     .clients
                     .iter()
-                    .all(|other| !other.lease || !other.in_gate());
+                    .all(|other| other.kind != Kind::Lease || !other.in_gate());
             if client.phase == Phase::Gated && gate_free {
                 steps.push(Step::Gate(i));
             }
