@@ -21,7 +21,7 @@ use crate::loss::Loss;
 
 /// What a node is: a lock's, a reader's, a writer's, a lease's or a candidate's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum NodeKind {
     Lock,
     Read,
     Write,
@@ -29,15 +29,15 @@ pub(crate) enum Kind {
     Latch,
 }
 
-impl Kind {
+impl NodeKind {
     /// The kind of a contender named `name` (`lock-`, `__READ__`, …).
-    pub(crate) fn of(name: &str) -> Kind {
+    pub(crate) fn of(name: &str) -> NodeKind {
         match name {
-            "__READ__" => Kind::Read,
-            "__WRIT__" => Kind::Write,
-            "latch-" => Kind::Latch,
-            "lease-" => Kind::Lease,
-            _ => Kind::Lock,
+            "__READ__" => NodeKind::Read,
+            "__WRIT__" => NodeKind::Write,
+            "latch-" => NodeKind::Latch,
+            "lease-" => NodeKind::Lease,
+            _ => NodeKind::Lock,
         }
     }
 
@@ -45,11 +45,11 @@ impl Kind {
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     fn label(self) -> &'static str {
         match self {
-            Kind::Lock => "lock",
-            Kind::Read => "read",
-            Kind::Write => "write",
-            Kind::Lease => "lease",
-            Kind::Latch => "latch",
+            NodeKind::Lock => "lock",
+            NodeKind::Read => "read",
+            NodeKind::Write => "write",
+            NodeKind::Lease => "lease",
+            NodeKind::Latch => "latch",
         }
     }
 }
@@ -68,14 +68,14 @@ pub(crate) enum Outcome {
 pub(crate) struct Acquisition {
     started: Instant,
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    kind: Kind,
+    kind: NodeKind,
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     outcome: Outcome,
 }
 
 impl Acquisition {
     /// An acquisition of `kind` starting now.
-    pub(crate) fn start(kind: Kind) -> Acquisition {
+    pub(crate) fn start(kind: NodeKind) -> Acquisition {
         Acquisition {
             started: Instant::now(),
             kind,
@@ -124,7 +124,7 @@ impl Drop for Acquisition {
 }
 
 /// A hold of `kind` ended after `held`.
-pub(crate) fn hold_ended(kind: Kind, held: Duration) {
+pub(crate) fn hold_ended(kind: NodeKind, held: Duration) {
     #[cfg(feature = "metrics")]
     ::metrics::histogram!("zk_recipes_hold_seconds", "kind" => kind.label())
         .record(held.as_secs_f64());
@@ -133,7 +133,7 @@ pub(crate) fn hold_ended(kind: Kind, held: Duration) {
 }
 
 /// A hold of `kind` was lost for `loss`.
-pub(crate) fn lost(kind: Kind, loss: Loss) {
+pub(crate) fn lost(kind: NodeKind, loss: Loss) {
     #[cfg(feature = "metrics")]
     {
         let reason = match loss {

@@ -15,7 +15,7 @@ use super::trust::{Announce, Report, Trust};
 use super::Core;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
-use crate::metrics::{self, Kind};
+use crate::metrics::{self, NodeKind};
 use crate::queue::{armed, Armed, Left, Ticket};
 use crate::session::{connection_lost, retry, terminal};
 
@@ -52,7 +52,7 @@ pub(crate) struct Holding {
     report: Report,
     monitor: JoinHandle<()>,
     /// When it started holding, and what the node is, for metrics.
-    since: (Instant, Kind),
+    since: (Instant, NodeKind),
 }
 
 impl Holding {

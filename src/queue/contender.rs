@@ -19,7 +19,7 @@ use super::handoff::{Armed, HandOff, Heard};
 use super::leaving::{spawn_removal, Left, Removal};
 use super::{Blockers, Wait};
 use crate::error::{Error, Result};
-use crate::metrics::Kind;
+use crate::metrics::NodeKind;
 use crate::session::{reconnected, retry, terminal, Session};
 
 /// How a wait to be first ended.
@@ -57,7 +57,7 @@ pub(crate) struct Ticket {
     /// Who keeps it from holding, and who signals.
     pub(super) blockers: Blockers,
     /// What the node is, for metrics.
-    pub(super) kind: Kind,
+    pub(super) kind: NodeKind,
     /// Whether dropping it deletes the node.
     pub(super) armed: bool,
     /// While it waits: what it watches so that a hand-off needs no request.
@@ -93,7 +93,7 @@ impl Ticket {
     }
 
     /// What the node is, for metrics.
-    pub(crate) fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> NodeKind {
         self.kind
     }
 

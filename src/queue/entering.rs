@@ -26,7 +26,7 @@ use super::leaving::{spawn_removal, Removal};
 use super::{Blockers, Listed, Ticket, Turn, Wait};
 use crate::acl::NodeAcl;
 use crate::error::{outcome_unknown, Error, Result};
-use crate::metrics::{self, Kind, Outcome};
+use crate::metrics::{self, NodeKind, Outcome};
 use crate::path;
 use crate::session::{reconnected, retry, Session};
 
@@ -126,8 +126,8 @@ impl Queue {
     }
 
     /// What this queue's nodes are, for metrics.
-    pub(crate) fn kind(&self) -> Kind {
-        Kind::of(self.name)
+    pub(crate) fn kind(&self) -> NodeKind {
+        NodeKind::of(self.name)
     }
 
     /// Enters the queue with a node holding the queue's id, in the session's turn and on
@@ -468,7 +468,7 @@ struct Creating {
     root: Arc<str>,
     blockers: Blockers,
     /// What the node is, for metrics.
-    kind: Kind,
+    kind: NodeKind,
     uuid: Uuid,
     armed: bool,
 }
