@@ -1,6 +1,6 @@
 //! Memory probes: a counting global allocator (live heap and its peak, without the
-//! allocator's fragmentation that RSS includes), the process's RSS, and heap trimming so
-//! that RSS growth counts what is live.
+//! allocator's fragmentation that RSS includes, and the allocations made), the process's
+//! RSS, and heap trimming so that RSS growth counts what is live.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,12 +11,18 @@ struct Counting;
 static LIVE_HEAP: AtomicUsize = AtomicUsize::new(0);
 /// The most `LIVE_HEAP` reached since it was last reset.
 static PEAK_HEAP: AtomicUsize = AtomicUsize::new(0);
+/// Allocations made (a reallocation counts as one).
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Allocations made so far by the process (a reallocation counts as one).
+pub fn allocations() -> usize {
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
 
 // SAFETY: defers to the system allocator and only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE_HEAP.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK_HEAP.fetch_max(live, Ordering::Relaxed);
+        grown(layout.size());
         System.alloc(layout)
     }
 
@@ -24,6 +30,21 @@ unsafe impl GlobalAlloc for Counting {
         LIVE_HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
         System.dealloc(ptr, layout)
     }
+
+    /// The system's own `realloc` (which may grow in place), as a program without this
+    /// allocator gets; the default would allocate, copy and free every time.
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE_HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
+        grown(new_size);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+/// Counts an allocation of `size` bytes.
+fn grown(size: usize) {
+    ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    let live = LIVE_HEAP.fetch_add(size, Ordering::Relaxed) + size;
+    PEAK_HEAP.fetch_max(live, Ordering::Relaxed);
 }
 
 #[global_allocator]

@@ -4,8 +4,8 @@
 //!
 //! `cargo bench --bench lock` (its run time and results: `benches/README.md`), `-- --quick`
 //! for a short run.
-//! Other flags: `--only <scenario>` (wire, uncontended, contended, drain, election, recipes,
-//! per-key),
+//! Other flags: `--only <scenario>` (wire, uncontended, cpu, contended, drain, election,
+//! recipes, per-key),
 //! `--waiters 100,1000,10000`, `--drain-timeout <secs>`, `--reps <n>`.
 //!
 //! Prints one markdown table of medians over the repetitions, with the spread
@@ -13,12 +13,13 @@
 //!
 //! This file holds the options and the run order; each scenario family has its own
 //! module, the two sides are in `side`, the targets in `targets`, the statistics and
-//! table in `table`, the memory probes in `alloc`.
+//! table in `table`, the memory probes in `alloc`, the client's CPU per acquisition in `cpu`.
 
 use zk_harness as support;
 
 mod alloc;
 mod contended;
+mod cpu;
 mod delay;
 mod drain;
 mod failover;
@@ -135,6 +136,9 @@ async fn run(opts: &Opts) -> Table {
     if opts.runs("uncontended") {
         uncontended::run(&mut table, opts, "standalone", &hosts).await;
         via_follower(&mut table, opts).await;
+    }
+    if opts.runs("cpu") {
+        cpu::run(&mut table, opts, &standalone).await;
     }
     if opts.runs("contended") {
         contended::run(&mut table, opts, &hosts).await;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use zk_recipes::{Mutex, Session};
 use zookeeper_client as zk;
 
+use crate::cpu::{PerAcquisition, Usage};
 use crate::delay::DelayProxy;
 use crate::side::{connect_client, peer_lock, peer_release, SESSION_TIMEOUT};
 use crate::support::peers::Peer;
@@ -56,9 +57,9 @@ impl Who {
 
 /// One workload: how many sessions the tasks share and how many keys they draw from.
 #[derive(Clone, Copy)]
-struct Shape {
-    sessions: usize,
-    keys: u64,
+pub struct Shape {
+    pub sessions: usize,
+    pub keys: u64,
 }
 
 /// What one run of a workload measured.
@@ -188,17 +189,18 @@ impl Window {
 }
 
 /// Acquisitions in a window, and its length.
-struct Counted {
-    acquisitions: f64,
-    secs: f64,
-    /// Client CPU µs per acquisition (this process: ours and zookeeper-client only).
-    cpu: Option<f64>,
+pub struct Counted {
+    pub acquisitions: f64,
+    pub secs: f64,
+    /// This process's CPU and context switches per acquisition (ours and
+    /// zookeeper-client only; the client's alone where no delay proxy runs).
+    pub usage: Option<PerAcquisition>,
 }
 
 /// `TASKS` tasks on ours or zookeeper-client's sessions, a new lock per acquisition.
-async fn rust_rate(who: Who, hosts: &str, shape: Shape, root: &str, run: Duration) -> Counted {
+pub async fn rust_rate(who: Who, hosts: &str, shape: Shape, root: &str, run: Duration) -> Counted {
     let sessions = Sessions::connect(who, hosts, shape.sessions).await;
-    let cpu0 = cpu_ticks();
+    let before = Usage::now();
     let start = Instant::now();
     let window = Arc::new(Window {
         end: start + run,
@@ -242,12 +244,12 @@ async fn rust_rate(who: Who, hosts: &str, shape: Shape, root: &str, run: Duratio
     }
     let secs = start.elapsed().as_secs_f64();
     let acquisitions = window.count.load(Ordering::Relaxed) as f64;
-    let cpu = (cpu_ticks() - cpu0) as f64 * 1e6 / ticks_per_second() / acquisitions;
+    let usage = Usage::now().per_since(&before, acquisitions);
     sessions.close();
     Counted {
         acquisitions,
         secs,
-        cpu: Some(cpu),
+        usage: Some(usage),
     }
 }
 
@@ -273,7 +275,7 @@ async fn curator_rate(
     Counted {
         acquisitions: numbers[0],
         secs: numbers[1] / 1e3,
-        cpu: None,
+        usage: None,
     }
 }
 
@@ -297,16 +299,16 @@ async fn rate(
     let txns = (zxid(&zk.address(0)).await - before) as f64 / counted.acquisitions;
     let per_second = counted.acquisitions / counted.secs;
     let requests = (received(&zk.address(0)).await - received_before) as f64 / counted.acquisitions;
+    let cpu = counted.usage.map_or(f64::NAN, |usage| usage.cpu_us);
     eprintln!(
         "    {who:?}: {per_second:.0}/s, {txns:.2} transactions and {requests:.2} requests per \
-         acquisition, client CPU {:.0} µs per acquisition",
-        counted.cpu.unwrap_or(f64::NAN)
+         acquisition, client CPU {cpu:.0} µs per acquisition"
     );
     Rate {
         per_second,
         txns,
         requests,
-        cpu: counted.cpu.unwrap_or(f64::NAN),
+        cpu,
     }
 }
 
@@ -438,23 +440,4 @@ pub async fn run(table: &mut Table, opts: &Opts, zk: &Ensemble) {
     }
     peer.quit().await;
     crate::per_key_one::run(table, zk, &proxy.address()).await;
-}
-
-/// Clock ticks per second of `/proc/self/stat`'s times.
-fn ticks_per_second() -> f64 {
-    // SAFETY: sysconf reads a constant of the system.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
-    }
-}
-
-/// This process's user and system CPU time, in clock ticks.
-fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0)
 }

@@ -51,6 +51,12 @@ pub fn floor_ratio() -> Target {
     }
 }
 
+/// Client CPU per acquisition on loopback (uncontended, and per key on 8 sessions): no
+/// more than the peer's.
+pub fn client_cpu(ratio: f64) -> Target {
+    Target::new("≤ 1.0 × peer", ratio <= 1.0)
+}
+
 /// Contended: at least the peer's acquisitions per second.
 pub fn contended(ratio: f64) -> Target {
     Target::new("≥ 1.0", ratio >= 1.0)
