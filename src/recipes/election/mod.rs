@@ -265,7 +265,9 @@ impl LeaderElection {
     /// use std::time::Duration;
     ///
     /// let terms = Arc::new(AtomicU64::new(0));
-    /// let group = zk_recipes::Group::new(&session, "/services/orders/members").unwrap();
+    /// let Ok(group) = zk_recipes::Group::new(&session, "/services/orders/members") else {
+    ///     return;
+    /// };
     /// let lead = |leadership: zk_recipes::Leadership| {
     ///     // Clones for this term's future: the closure keeps its own for the next term.
     ///     let (terms, group) = (terms.clone(), group.clone());
