@@ -284,11 +284,10 @@ async fn partitions_are_dealt_balanced_and_owners_show_who_holds_with_tokens() {
     let owners = settled(&members.iter().collect::<Vec<_>>(), &ids).await;
 
     let partitioner = Partitioner::new(&fx.sessions[0], &fx.root, partitions.clone()).unwrap();
-    let dealt = partitioner.assignment(&ids);
+    // Where the members settled is what the assignment deals, given those owners.
+    let dealt = partitioner.assignment(&ids, &owner_ids(&owners));
+    assert_eq!(dealt, owner_ids(&owners));
     assert_eq!(dealt.len(), 10);
-    for (partition, member) in &dealt {
-        assert_eq!(&owners[partition].0, member, "{partition}");
-    }
     let mut counts: Vec<usize> = ids
         .iter()
         .map(|id| dealt.values().filter(|m| m == id).count())
@@ -322,15 +321,33 @@ async fn partitions_are_dealt_balanced_and_owners_show_who_holds_with_tokens() {
     nothing_left(fx, &partitions).await;
 }
 
-/// The partitions a change of members moves: those whose member differs.
-fn moved_by(partitioner: &Partitioner, before: &[&str], after: &[&str]) -> BTreeSet<String> {
-    let (before, after) = (
-        partitioner.assignment(before),
-        partitioner.assignment(after),
-    );
+/// Each partition's owner, without the token.
+fn owner_ids(owners: &BTreeMap<String, (String, u64)>) -> BTreeMap<String, String> {
+    (owners.iter())
+        .map(|(partition, (owner, _))| (partition.clone(), owner.clone()))
+        .collect()
+}
+
+/// The partitions a change of members to `after` moves from the owners `before`: those
+/// whose member differs.
+fn moved_by(
+    partitioner: &Partitioner,
+    before: &BTreeMap<String, (String, u64)>,
+    after: &[&str],
+) -> BTreeSet<String> {
+    let before = owner_ids(before);
+    let after = partitioner.assignment(after, &before);
     before
         .iter()
         .filter(|(partition, member)| after.get(*partition) != Some(*member))
+        .map(|(partition, _)| partition.clone())
+        .collect()
+}
+
+/// The partitions `member` owns.
+fn owned_by(owners: &BTreeMap<String, (String, u64)>, member: &str) -> BTreeSet<String> {
+    (owners.iter())
+        .filter(|(_, (owner, _))| owner == member)
         .map(|(partition, _)| partition.clone())
         .collect()
 }
@@ -398,23 +415,24 @@ async fn a_join_and_a_clean_leave_move_only_what_the_assignment_moves_each_relea
     let three = ["a", "b", "c"];
     let before = settled(&members.iter().collect::<Vec<_>>(), &three).await;
 
-    // A join: "d" takes its share; the few others the assignment moves move; no other.
+    // A join: "d" takes its share, and nothing else moves.
     let since = Instant::now();
     members.push(Member::join(&fx.sessions[3], &fx.root, &partitions, "d", &log).await);
     let four = ["a", "b", "c", "d"];
     let after = settled(&members.iter().collect::<Vec<_>>(), &four).await;
     tokio::time::sleep(QUIET).await;
-    let moved = moved_by(&partitioner, &three, &four);
+    let moved = moved_by(&partitioner, &before, &four);
     let taken = after.values().filter(|(owner, _)| owner == "d").count();
     assert!(taken == 7 || taken == 8, "d took {taken}");
+    assert_eq!(moved, owned_by(&after, "d"), "only d's share moves");
     let handoffs = check_hand_off(&log, since, &moved, &before, &after);
     eprintln!(
         "join: {} moved ({taken} to d), hand-offs {handoffs:?}",
         moved.len()
     );
 
-    // A clean leave of "b": its partitions (and the few the assignment moves) move, each
-    // within a few round trips, long before any session could expire.
+    // A clean leave of "b": its partitions move, and no other, each within a few round
+    // trips, long before any session could expire.
     let since = Instant::now();
     let b = members.remove(1);
     bounded("b leaves", PATIENCE, b.leave()).await;
@@ -422,7 +440,8 @@ async fn a_join_and_a_clean_leave_move_only_what_the_assignment_moves_each_relea
     let settled_after = settled(&members.iter().collect::<Vec<_>>(), &three).await;
     let recovered = since.elapsed();
     tokio::time::sleep(QUIET).await;
-    let moved = moved_by(&partitioner, &four, &three);
+    let moved = moved_by(&partitioner, &after, &three);
+    assert_eq!(moved, owned_by(&after, "b"), "only b's partitions move");
     let handoffs = check_hand_off(&log, since, &moved, &after, &settled_after);
     eprintln!(
         "leave: {} moved, all owned again after {recovered:?}, hand-offs {handoffs:?}",

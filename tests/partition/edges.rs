@@ -215,14 +215,42 @@ async fn a_members_data_is_shown_without_the_record() {
     let (raw, _) = fx.observer.get_data(worker.node()).await.unwrap();
     let raw = String::from_utf8(raw).unwrap();
     assert!(
-        raw.starts_with("zk-recipes partitioner v1 2 partitions ")
-            && raw.ends_with("\n10.0.0.7:8080"),
+        raw.starts_with("zk-recipes partitioner v2 2 partitions ")
+            && raw.ends_with("\nowns\n10.0.0.7:8080"),
         "{raw:?}"
     );
-    let hold = bounded("a partition", PATIENCE, worker.next_partition())
+    // Each partition held is claimed in the node (its index in the sorted names, and its
+    // token), for the others' assignment to keep it here; the member's own data stays last.
+    let first = bounded("a partition", PATIENCE, worker.next_partition())
         .await
         .unwrap();
-    drop(hold);
+    let second = bounded("a partition", PATIENCE, worker.next_partition())
+        .await
+        .unwrap();
+    let mut claims: Vec<String> = [&first, &second]
+        .iter()
+        .map(|hold| {
+            let index = partitions.iter().position(|p| p == hold.name()).unwrap();
+            format!("{index}:{}", hold.fencing_token())
+        })
+        .collect();
+    claims.sort();
+    let claimed = format!("\nowns {}\n10.0.0.7:8080", claims.join(" "));
+    let node = worker.node().to_owned();
+    let observer = fx.observer.clone();
+    bounded("the claims are in the node", PATIENCE, async move {
+        loop {
+            let (raw, _, watch) = observer.get_and_watch_data(&node).await.unwrap();
+            if String::from_utf8(raw).unwrap().ends_with(&claimed) {
+                break;
+            }
+            watch.changed().await;
+        }
+    })
+    .await;
+    let members = partitioner.members().await.unwrap();
+    assert_eq!(members[0].data.as_deref(), Some(&b"10.0.0.7:8080"[..]));
+    drop((first, second));
     bounded("leave", PATIENCE, worker.leave()).await.unwrap();
     nothing_left(fx, &partitions).await;
 }

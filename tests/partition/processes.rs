@@ -252,14 +252,27 @@ impl Run {
     }
 }
 
-/// The partitions a change of members moves, as `(partition, "moved")`, sorted.
-fn moved_by(partitioner: &Partitioner, before: &[&str], after: &[&str]) -> Vec<(String, String)> {
-    let (before, after) = (
-        partitioner.assignment(before),
-        partitioner.assignment(after),
-    );
+/// The partitions a change of members to `after` moves from the owners `before`, as
+/// `(partition, "moved")`, sorted.
+fn moved_by(
+    partitioner: &Partitioner,
+    before: &BTreeMap<String, Interval>,
+    after: &[&str],
+) -> Vec<(String, String)> {
+    let before: BTreeMap<String, String> = (before.iter())
+        .map(|(partition, interval)| (partition.clone(), interval.id.clone()))
+        .collect();
+    let after = partitioner.assignment(after, &before);
     (before.iter())
         .filter(|(partition, member)| after.get(*partition) != Some(*member))
+        .map(|(partition, _)| (partition.clone(), "moved".to_owned()))
+        .collect()
+}
+
+/// The partitions `id` works in `working`, as `moved_by` lists them.
+fn taken_by(working: &BTreeMap<String, Interval>, id: &str) -> Vec<(String, String)> {
+    (working.iter())
+        .filter(|(_, interval)| interval.id == id)
         .map(|(partition, _)| (partition.clone(), "moved".to_owned()))
         .collect()
 }
@@ -324,30 +337,34 @@ async fn members_never_work_one_partition_at_once_through_faults_joins_and_leave
     r3.start_kill().unwrap();
     let _ = r3.wait().await;
     let two = ["r1", "r2"];
-    run.await_balanced(&two, None, RECOVERY, "r3 killed: the others work")
+    let working = run
+        .await_balanced(&two, None, RECOVERY, "r3 killed: the others work")
         .await;
     eprintln!(
         "killed member's partitions worked again after {:?}",
         killed.elapsed()
     );
 
-    // (d) r4 joins: only the partitions the assignment moves stop, each once.
+    // (d) r4 joins: only the partitions it takes stop, each once.
     let joined = now_ms();
     let proxy = zk.proxy(0).await;
     members.insert("r4", member(&proxy, &root, "r4", &log_tx));
     proxies.insert("r4", proxy);
     let three = ["r1", "r2", "r4"];
-    run.await_balanced(&three, None, PATIENCE, "r4 joined: all work")
+    let joined_working = run
+        .await_balanced(&three, None, PATIENCE, "r4 joined: all work")
         .await;
     tokio::time::sleep(QUIET).await;
+    let moved = moved_by(&partitioner, &working, &three);
+    assert_eq!(run.stopped_since(joined), moved, "on the join");
     assert_eq!(
-        run.stopped_since(joined),
-        moved_by(&partitioner, &two, &three),
-        "on the join"
+        moved,
+        taken_by(&joined_working, "r4"),
+        "r4 takes its share only"
     );
 
-    // (e) r1 leaves cleanly: only the partitions the assignment moves stop, each once, and
-    // are worked again within a few round trips, long before any session could expire.
+    // (e) r1 leaves cleanly: only its partitions stop, each once, and are worked again
+    // within a few round trips, long before any session could expire.
     let left = (now_ms(), Instant::now());
     let mut r1 = members.remove("r1").unwrap();
     signal(pid(&r1), libc::SIGTERM);
@@ -360,10 +377,12 @@ async fn members_never_work_one_partition_at_once_through_faults_joins_and_leave
     );
     assert!(r1.wait().await.unwrap().success());
     tokio::time::sleep(QUIET).await;
+    let moved = moved_by(&partitioner, &joined_working, &after);
+    assert_eq!(run.stopped_since(left.0), moved, "on the leave");
     assert_eq!(
-        run.stopped_since(left.0),
-        moved_by(&partitioner, &three, &after),
-        "on the leave"
+        moved,
+        taken_by(&joined_working, "r1"),
+        "only r1's partitions move"
     );
 
     let overlapping = run.overlaps();

@@ -230,13 +230,7 @@ impl Membership {
         if self.is_lost() {
             return Err(self.lost_error());
         }
-        let mut serial = 0;
-        self.wanted.send_modify(|wanted| {
-            wanted.serial += 1;
-            wanted.data = data.into();
-            serial = wanted.serial;
-        });
-        debug!(node = %self.node, serial, "member data set");
+        let serial = self.want_data(data);
         let (mut put, mut ended) = (self.put.clone(), self.ended.clone());
         tokio::select! {
             // Written, then ended: written.
@@ -247,6 +241,19 @@ impl Membership {
             },
             _ = ended.wait_for(Option::is_some) => Err(self.lost_error()),
         }
+    }
+
+    /// Hands `data` (checked by the caller) to the task that writes it, and returns at once
+    /// with the serial number the task reports it under (see [`set_data`](Self::set_data)).
+    pub(crate) fn want_data(&self, data: Vec<u8>) -> u64 {
+        let mut serial = 0;
+        self.wanted.send_modify(|wanted| {
+            wanted.serial += 1;
+            wanted.data = data.into();
+            serial = wanted.serial;
+        });
+        debug!(node = %self.node, serial, "member data set");
+        serial
     }
 
     /// The error of a membership that is over.

@@ -123,6 +123,8 @@ pub(crate) struct Dealer {
     held: BTreeMap<Arc<str>, Held>,
     live: Vec<String>,
     assigned: BTreeSet<Arc<str>>,
+    /// The holds this member's node says it has (index in the names, token), as last set.
+    claimed: Vec<(usize, u64)>,
     state: watch::Sender<WorkerState>,
     end: watch::Sender<Option<Error>>,
 }
@@ -148,6 +150,7 @@ impl Dealer {
             held: BTreeMap::new(),
             live: Vec::new(),
             assigned: BTreeSet::new(),
+            claimed: Vec::new(),
             state,
             end,
         }
@@ -206,6 +209,27 @@ impl Dealer {
                 Event::Asked(asked) => self.asked(asked),
                 Event::Released(ended) => self.released(ended),
             }
+            self.claim(membership);
+        }
+    }
+
+    /// Says in this member's node which partitions it holds now, if that changed: the
+    /// assignment keeps them where it can (see `assign.rs`). The membership's task writes
+    /// the latest claims; this does not wait for it.
+    fn claim(&mut self, membership: &Membership) {
+        let names = &self.partitioner.names;
+        let held: Vec<(usize, u64)> = (self.held.iter())
+            .filter_map(|(name, held)| {
+                Some((
+                    names.binary_search_by(|n| (**n).cmp(name)).ok()?,
+                    held.token,
+                ))
+            })
+            .collect();
+        if held != self.claimed {
+            let data = self.partitioner.record.data(&held, &self.partitioner.data);
+            membership.want_data(data);
+            self.claimed = held;
         }
     }
 
@@ -249,9 +273,10 @@ impl Dealer {
         let me = &*self.partitioner.id;
         let (live, assigned) = {
             let view = self.members.borrow_and_update();
-            let live = self.partitioner.record.members(&view);
+            let (record, names) = (&self.partitioner.record, &self.partitioner.names);
+            let live = record.members(&view);
             let dealt = match live.contains(&me) {
-                true => assign(&self.partitioner.names, &live),
+                true => assign(names, &live, &record.owners(names, &view)),
                 false => BTreeMap::new(),
             };
             let mine: BTreeSet<Arc<str>> = (dealt.into_iter())

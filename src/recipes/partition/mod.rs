@@ -43,17 +43,19 @@ use record::{member_data, Record};
 ///   no two members trust one partition at once (a member paused past its session, cut off
 ///   from the servers, or whose membership was taken included: its hold is lost before the
 ///   lock can pass), and the fencing token grows with every new owner.
-/// * **The assignment** is a deterministic function of the live members' ids and the
-///   partition names: rendezvous hashing with capacities (each partition goes, in order of
-///   a hash of the pair, to the member that wants it most and still has room). Every member
-///   computes it from its own view of the group; there is no leader to elect, lose or fence.
-///   Once the members' views agree, each of `N` members owns `⌊P/N⌋` or `⌈P/N⌉` of the `P`
-///   partitions. It is sticky: a member that joins takes its share (`P/(N+1)`) and a few
-///   others move among the old members (on average 4.8 with 100 partitions on 10 members);
-///   a member that leaves gives up its own, and a few others move (5.4). Views trail the
-///   servers, so two members may want one partition for a moment: its lock decides, and
-///   the one the settled assignment does not name gives it up.
-///   [`Partitioner::assignment`] computes the function for any set of ids.
+/// * **The assignment** is a deterministic function of the partition names, the live
+///   members' ids and who holds what now, as each member publishes in its own node (the
+///   partitions it holds, with their tokens). Each member may own `⌊P/N⌋` or `⌈P/N⌉` of the
+///   `P` partitions (the larger share going to the members that own most); each keeps what
+///   it holds up to that; the rest are dealt by rendezvous hashing among the members with
+///   room. Every member computes it from its own view of the group; there is no leader to
+///   elect, lose or fence. Once the members' views agree, each of `N` members owns `⌊P/N⌋`
+///   or `⌈P/N⌉` partitions, and the assignment is sticky: a member that joins takes exactly
+///   its share (`⌊P/(N+1)⌋` or `⌈P/(N+1)⌉`) from the others and nothing else moves; a member
+///   that leaves (or dies) gives up exactly its own. (The members' ids alone could not give
+///   both: see `assign.rs`.) Views trail the servers, so two members may want one partition
+///   for a moment: its lock decides, and the one the settled assignment does not name gives
+///   it up. [`Partitioner::assignment`] computes the function.
 /// * **Cooperative hand-off.** A member waits for each partition the assignment gives it in
 ///   that partition's lock queue. When the assignment moves a partition away from its owner,
 ///   the owner's hold says so ([`PartitionHold::moved`]) once the next owner waits in the
@@ -152,11 +154,20 @@ impl Partitioner {
     {
         let root = path::validate_root(path)?;
         let names = check_partitions(root, partitions)?;
+        let record = Record::of(&names);
+        let size = record.max_len(names.len(), &[]);
+        if size > MAX_DATA {
+            return Err(Error::InvalidArgument(format!(
+                "{} partitions: a member that holds them all says so in {size} bytes; a node \
+                 holds at most {MAX_DATA}",
+                names.len()
+            )));
+        }
         Ok(Partitioner {
             session: session.clone(),
             root: Arc::from(root),
             group: Group::new(session, &path::join(root, "members"))?,
-            record: Record::of(&names),
+            record,
             names: names.into(),
             id: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
             data: Arc::from(Vec::new()),
@@ -191,10 +202,11 @@ impl Partitioner {
     /// * [`Error::InvalidArgument`] if it does not fit in a node with the record.
     pub fn data(self, data: impl Into<Vec<u8>>) -> Result<Partitioner> {
         let data = data.into();
-        let size = self.record.data(&data).len();
+        let size = self.record.max_len(self.names.len(), &data);
         if size > MAX_DATA {
             return Err(Error::InvalidArgument(format!(
-                "member data is {size} bytes with the record; a node holds at most {MAX_DATA}"
+                "member data is {size} bytes with the record and the partitions held at most; \
+                 a node holds at most {MAX_DATA}"
             )));
         }
         Ok(Partitioner {
@@ -253,7 +265,7 @@ impl Partitioner {
         if let Some(other) = self.record.conflict(&members.borrow_and_update(), None) {
             return Err(self.record.refused(&self.root, other));
         }
-        let data = self.record.data(&self.data);
+        let data = self.record.data(&[], &self.data);
         let membership = self.group.join(&self.id, data).await?;
         let ours = |m: &Member| m.id == *self.id && self.record.counts(m);
         let created = tokio::select! {
@@ -326,34 +338,53 @@ impl Partitioner {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn owners(&self) -> Result<Vec<PartitionOwner>> {
-        let mut listings = JoinSet::new();
-        for name in self.names.iter() {
-            let (name, mutex) = (name.clone(), self.mutex(name)?);
-            listings.spawn(async move { (name, mutex.contenders().await) });
-        }
-        let mut owners = Vec::with_capacity(self.names.len());
-        while let Some(listed) = listings.join_next().await {
-            let (partition, contenders) = listed.map_err(|_| Error::Closed)?;
-            let mut contenders = contenders?.into_iter().peekable();
-            let holder = contenders.next_if(|c| c.holds);
-            owners.push(PartitionOwner {
-                partition,
-                holder,
-                waiting: contenders.collect(),
-            });
-        }
-        owners.sort_by(|a, b| a.partition.cmp(&b.partition));
-        Ok(owners)
+        list_owners(&self.session, &self.root, self.names.iter().cloned()).await
     }
 
-    /// The assignment of these partitions to `members` (ids): each partition's member, as
-    /// every member computes it (see [`Partitioner`]). Empty if there are no members.
-    pub fn assignment(&self, members: &[&str]) -> BTreeMap<String, String> {
-        assign::assign(&self.names, members)
+    /// The assignment of these partitions to `members` (ids), given who owns what now
+    /// (`owners`: partition to member id; empty when nobody holds anything yet): each
+    /// partition's member, as every member computes it (see [`Partitioner`]). Empty if there
+    /// are no members.
+    pub fn assignment(
+        &self,
+        members: &[&str],
+        owners: &BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        let owners = (owners.iter())
+            .map(|(partition, member)| (partition.as_str(), member.as_str()))
+            .collect();
+        assign::assign(&self.names, members, &owners)
             .into_iter()
             .map(|(partition, member)| (partition.to_owned(), member.to_owned()))
             .collect()
     }
+}
+
+/// Who holds and who waits for the lock of each partition `names` of the partitioner on
+/// `root`, sorted by name (the locks listed at once).
+async fn list_owners(
+    session: &Session,
+    root: &str,
+    names: impl Iterator<Item = String>,
+) -> Result<Vec<PartitionOwner>> {
+    let mut listings = JoinSet::new();
+    for name in names {
+        let mutex = Mutex::new(session, &path::join(root, &format!("partitions/{name}")))?;
+        listings.spawn(async move { (name, mutex.contenders().await) });
+    }
+    let mut owners = Vec::with_capacity(listings.len());
+    while let Some(listed) = listings.join_next().await {
+        let (partition, contenders) = listed.map_err(|_| Error::Closed)?;
+        let mut contenders = contenders?.into_iter().peekable();
+        let holder = contenders.next_if(|c| c.holds);
+        owners.push(PartitionOwner {
+            partition,
+            holder,
+            waiting: contenders.collect(),
+        });
+    }
+    owners.sort_by(|a, b| a.partition.cmp(&b.partition));
+    Ok(owners)
 }
 
 /// Checks the partition names under `root`: at least one, none twice, each a node name;
