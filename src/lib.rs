@@ -108,7 +108,9 @@ pub use recipes::election::{Candidate, LeaderElection, Leadership, Participant, 
 pub use recipes::group::{check_name, Group, Member, Membership, Presence};
 pub use recipes::keyed::KeyedMutex;
 pub use recipes::lock::{DistributedLock, Mutex, MutexGuard};
-pub use recipes::partition::{PartitionHold, PartitionOwner, Partitioner, Worker, WorkerState};
+pub use recipes::partition::{
+    PartitionHold, PartitionOwner, Partitioner, PartitionerStatus, Worker, WorkerState,
+};
 pub use recipes::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use recipes::semaphore::{Lease, Semaphore};
 pub use revoke::revoke;

@@ -82,8 +82,9 @@ pub enum Command {
     ///
     /// What PATH is comes from --kind, or else from its nodes: a queue of contenders by
     /// their names (zk-recipes', Curator's, kazoo's), a semaphore by its `leases` and
-    /// `locks`; anything else is shown as it is, its children listed (`--kind keyed` shows
-    /// each key of a KeyedMutex root with its holder). A PATH that does not exist prints
+    /// `locks`, a partitioner by its `members` (its members and who holds each partition);
+    /// anything else is shown as it is, its children listed (`--kind keyed` shows each key
+    /// of a KeyedMutex root with its holder). A PATH that does not exist prints
     /// `PATH: no such path` and exits 66 (also a lock nobody used for a while: ZooKeeper
     /// deletes an empty lock path).
     #[command(after_help = help(STATUS_EXAMPLES))]
@@ -213,6 +214,8 @@ pub enum Kind {
     Group,
     /// A KeyedMutex root: each child is a key's lock, shown with its holder or free.
     Keyed,
+    /// A Partitioner's path: its members, and each partition with its holder or free.
+    Partitioner,
 }
 
 /// `zk-recipes members`.

@@ -6,12 +6,15 @@
 //!   read/write lock (`RwLock::contenders`), a semaphore (`Semaphore::contenders`, with the
 //!   maximum recorded), a group (`Group::members`), or a `KeyedMutex` root: every child a
 //!   key, each key's lock listed by `Mutex::contenders` (all keys at once, their requests
-//!   in flight together on the one connection).
+//!   in flight together on the one connection), or a `Partitioner`'s path
+//!   (`Partitioner::status`: its members, and each partition's lock holder and waiters).
 //! * **Told from the nodes.** A queue is told by its contenders' names, read exactly as the
 //!   recipes write them (ours, Curator's, kazoo's: `Contender::is_node_name`): a leader's
 //!   an election, a reader's or writer's a read/write lock, a lock's a lock. A semaphore is
 //!   told by its structure: PATH's children are `leases` (and `locks`), and `leases`
-//!   records a maximum or holds a lease (a lease's name). Anything else is shown as it is:
+//!   records a maximum or holds a lease (a lease's name). A partitioner is told by its
+//!   structure too: PATH's children are `members` (and `partitions`), and a member's node
+//!   holds a partitioner's record. Anything else is shown as it is:
 //!   PATH's children by name (a `KeyedMutex` root's keys, a group's members, `locks` or
 //!   `order-1234567890` alike); none, and PATH is empty.
 //! * **No such path** is a look of its own (`status` exits 66 for it).
@@ -20,13 +23,16 @@
 //! shows at the next look (`observe` watches PATH before it looks).
 
 use futures::future::try_join_all;
-use zk_recipes::{Contender, Group, Mutex, Result, RwLock, Semaphore, Session};
+use zk_recipes::{Contender, Group, Mutex, Partitioner, Result, RwLock, Semaphore, Session};
 
 use crate::args::Kind;
 use crate::view::{recipe_of, Key, Recipe, Seen};
 
 /// The children of a semaphore's path.
 pub const SEMAPHORE_PARTS: [&str; 2] = ["leases", "locks"];
+
+/// The children of a partitioner's path.
+pub const PARTITIONER_PARTS: [&str; 2] = ["members", "partitions"];
 
 /// What PATH holds now, as `kind` says or else as its nodes tell; `children`: PATH's
 /// children, listed before (`None`: PATH does not exist).
@@ -58,6 +64,7 @@ async fn asked(session: &Session, path: &str, kind: Kind, children: &[String]) -
         Kind::Semaphore => semaphore(session, path).await,
         Kind::Group => Ok(Seen::Group(Group::new(session, path)?.members().await?)),
         Kind::Keyed => keyed(session, path, children).await,
+        Kind::Partitioner => Ok(Seen::Partitioner(Partitioner::status(session, path).await?)),
     }
 }
 
@@ -65,6 +72,12 @@ async fn asked(session: &Session, path: &str, kind: Kind, children: &[String]) -
 async fn told(session: &Session, path: &str, children: &[String]) -> Result<Seen> {
     if let Some(recipe) = recipe_of(children.iter().map(String::as_str)) {
         return queue(session, path, recipe).await;
+    }
+    if partitioner_layout(children) {
+        let status = Partitioner::status(session, path).await?;
+        if !status.members.is_empty() {
+            return Ok(Seen::Partitioner(status));
+        }
     }
     if semaphore_layout(children) {
         let seen = semaphore(session, path).await?;
@@ -81,6 +94,12 @@ async fn told(session: &Session, path: &str, children: &[String]) -> Result<Seen
 fn semaphore_layout(children: &[String]) -> bool {
     children.iter().any(|name| name == "leases")
         && (children.iter()).all(|name| SEMAPHORE_PARTS.contains(&name.as_str()))
+}
+
+/// Whether PATH's children are a partitioner's: `members`, and perhaps `partitions`, alone.
+pub fn partitioner_layout(children: &[String]) -> bool {
+    children.iter().any(|name| name == "members")
+        && (children.iter()).all(|name| PARTITIONER_PARTS.contains(&name.as_str()))
 }
 
 /// Whether `contender` is a lease of the semaphore on `path`: a lease's name under

@@ -11,7 +11,8 @@
 //!   look it sets a child watch on PATH (or, while PATH does not exist, a watch for its
 //!   creation), on a semaphore's `PATH/leases` and `PATH/locks` too (also where they are
 //!   only a KeyedMutex's keys of those names), on every key of a `--kind keyed` root, and
-//!   a data watch on every member of a `--kind group`, so no change between two looks is
+//!   a data watch on every member of a `--kind group`, and on a partitioner's members (their
+//!   list and data) and partition locks (their list and queues), so no change between two looks is
 //!   missed; a look that shows what the last line showed prints nothing. While the
 //!   connection is down it waits for it, and after a session expiry it goes on with the
 //!   new session.
@@ -27,7 +28,7 @@ use zk_recipes::zookeeper::{self, OneshotWatcher};
 use zk_recipes::{Error, Result, Session, SessionEvent};
 
 use crate::args::{Connection, Kind, Observe};
-use crate::look::{look, SEMAPHORE_PARTS};
+use crate::look::{look, partitioner_layout, SEMAPHORE_PARTS};
 use crate::output::{self, until_closed};
 use crate::session::OnSession;
 use crate::signals::Signals;
@@ -125,12 +126,19 @@ async fn parts(
         named.retain(|child| names.contains(&child.as_str()));
         named
     };
+    let partitioner = match kind {
+        None => partitioner_layout(children),
+        _ => kind == Some(Kind::Partitioner),
+    };
+    if partitioner {
+        return partitioner_parts(session, path).await;
+    }
     let (watched, data) = match kind {
         None => (named(&SEMAPHORE_PARTS), false),
         Some(Kind::Semaphore) => (SEMAPHORE_PARTS.map(String::from).to_vec(), false),
         Some(Kind::Keyed) => (children.to_vec(), false),
         Some(Kind::Group) => (children.to_vec(), true),
-        Some(Kind::Lock | Kind::Rwlock | Kind::Election) => (Vec::new(), false),
+        Some(Kind::Lock | Kind::Rwlock | Kind::Election | Kind::Partitioner) => (Vec::new(), false),
     };
     let mut watchers = Vec::with_capacity(watched.len());
     for child in watched {
@@ -139,6 +147,30 @@ async fn parts(
             true => watch_data(session, &child).await?,
             false => watch_path(session, &child).await?.0,
         });
+    }
+    Ok(watchers)
+}
+
+/// The watches a look at a partitioner's PATH needs: on its members (who they are, and
+/// each one's data, which says what it holds) and on its partitions' locks (the list, and
+/// each lock's queue).
+async fn partitioner_parts(session: &Session, path: &str) -> Result<Vec<OneshotWatcher>> {
+    let mut watchers = Vec::new();
+    let members = format!("{path}/members");
+    let (watcher, ids) = watch_path(session, &members).await?;
+    watchers.push(watcher);
+    for id in ids.unwrap_or_default() {
+        watchers.push(watch_data(session, &format!("{members}/{id}")).await?);
+    }
+    let partitions = format!("{path}/partitions");
+    let (watcher, names) = watch_path(session, &partitions).await?;
+    watchers.push(watcher);
+    for name in names.unwrap_or_default() {
+        watchers.push(
+            watch_path(session, &format!("{partitions}/{name}"))
+                .await?
+                .0,
+        );
     }
     Ok(watchers)
 }

@@ -7,6 +7,7 @@
 mod support;
 
 use std::process::Stdio;
+use std::sync::Arc;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
@@ -15,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::ChildStdout;
 use zk_harness::{await_count, await_empty, bounded, observer, PATIENCE};
 use zk_recipes::zookeeper::{Acls, CreateMode};
-use zk_recipes::{Group, KeyedMutex, Mutex, Session};
+use zk_recipes::{Group, KeyedMutex, Mutex, Partitioner, Session, Worker};
 
 /// Runs `zk-recipes status ARGS`; its exit status and what it printed.
 async fn status(test: &Test, args: &[&str]) -> (Option<i32>, String) {
@@ -289,4 +290,137 @@ async fn observe_kind_group_follows_members_and_their_data() {
     signal(&observe, Signal::SIGTERM);
     assert_eq!(exit_within(&mut observe, PATIENCE).await.code(), Some(0));
     await_empty(&client, root).await;
+}
+
+/// Works what `worker` is granted: each hold until it is moved away or lost, then released.
+/// Stop the task to leave.
+fn work(worker: &Arc<Worker>) -> tokio::task::JoinHandle<()> {
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        while let Ok(hold) = worker.next_partition().await {
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = hold.moved() => {}
+                    _ = hold.lost() => {}
+                }
+                let _ = hold.release().await;
+            });
+        }
+    })
+}
+
+/// Leaves, once the task that works `worker`'s partitions stopped.
+async fn leave(worker: Arc<Worker>, working: tokio::task::JoinHandle<()>) {
+    working.abort();
+    let _ = working.await;
+    let worker = Arc::into_inner(worker).expect("the only handle left");
+    bounded("leave", PATIENCE, worker.leave())
+        .await
+        .expect("leave");
+}
+
+/// Waits until `worker` sees `members` and holds what the assignment gives it.
+async fn settled(worker: &Worker, members: &[&str]) {
+    let mut states = worker.states();
+    let waited = states.wait_for(|s| s.members == members && s.owned.keys().eq(s.assigned.iter()));
+    let waited = tokio::time::timeout(PATIENCE, waited).await;
+    assert!(
+        waited.is_ok(),
+        "not settled: {:?}",
+        *worker.states().borrow()
+    );
+}
+
+/// A partitioner's path is told by its structure: `status` shows its members, how many
+/// partitions each holds, and each partition's holder; `observe` prints a line when a
+/// member joins and when one leaves (watches on the members, their data and the locks).
+#[tokio::test]
+async fn a_partitioner_shows_its_members_and_who_holds_each_partition() {
+    let test = Test::new("status-partitioner").await;
+    let root = test.root.as_str();
+    let mut observe = test.command(&["observe", "--json", root]);
+    let mut observe = start(observe.stdout(Stdio::piped()));
+    let mut lines = BufReader::new(observe.stdout.take().expect("stdout")).lines();
+    line_where(&mut lines, |line| line["kind"] == "missing").await;
+
+    let partitions = ["p0", "p1", "p2", "p3"];
+    let session = Session::connect(&test.hosts).await.expect("connect");
+    let partitioner = Partitioner::new(&session, root, partitions).unwrap();
+    let a = Arc::new(
+        partitioner
+            .clone()
+            .id("a")
+            .unwrap()
+            .join()
+            .await
+            .expect("a"),
+    );
+    let working_a = work(&a);
+    settled(&a, &["a"]).await;
+    let held_by = |line: &Value, id: &str| -> usize {
+        let partitions = line["partitions"].as_array().cloned().unwrap_or_default();
+        (partitions.iter())
+            .filter(|p| p["holder"]["id"] == id)
+            .count()
+    };
+    line_where(&mut lines, |line| {
+        line["kind"] == "partitioner" && held_by(line, "a") == 4
+    })
+    .await;
+
+    let b = Arc::new(
+        partitioner
+            .clone()
+            .id("b")
+            .unwrap()
+            .join()
+            .await
+            .expect("b"),
+    );
+    let working_b = work(&b);
+    settled(&a, &["a", "b"]).await;
+    settled(&b, &["a", "b"]).await;
+    line_where(&mut lines, |line| {
+        held_by(line, "a") == 2 && held_by(line, "b") == 2
+    })
+    .await;
+
+    // `status`, told from the nodes and as `--kind partitioner`: one line with the members
+    // and each partition's holder.
+    let mut owners: Vec<(String, &str)> = (a.owned().into_keys().map(|p| (p, "a")))
+        .chain(b.owned().into_keys().map(|p| (p, "b")))
+        .collect();
+    owners.sort();
+    let held: Vec<String> = (owners.iter())
+        .map(|(partition, id)| format!("{partition} held by {id}"))
+        .collect();
+    let expected = format!(
+        "{root}: members: a (2 held), b (2 held); {}\n",
+        held.join(", ")
+    );
+    assert_eq!(status(&test, &[root]).await, (Some(0), expected.clone()));
+    assert_eq!(
+        status(&test, &["--kind", "partitioner", root]).await,
+        (Some(0), expected)
+    );
+    let listed = status_json(&test, &[root]).await;
+    assert_eq!(listed["kind"], "partitioner");
+    assert_eq!(listed["members"][1]["id"], "b");
+    assert_eq!(listed["members"][1]["held"], 2);
+    assert_eq!(listed["partitions"][0]["key"], "p0");
+    assert!(listed["partitions"][0]["holder"]["token"].as_u64() > Some(0));
+
+    leave(b, working_b).await;
+    line_where(&mut lines, |line| {
+        held_by(line, "a") == 4 && line["members"].as_array().map(Vec::len) == Some(1)
+    })
+    .await;
+    leave(a, working_a).await;
+    signal(&observe, Signal::SIGTERM);
+    assert_eq!(exit_within(&mut observe, PATIENCE).await.code(), Some(0));
+    let client = observer(&test.hosts).await;
+    await_empty(&client, &format!("{root}/members")).await;
+    for partition in partitions {
+        await_empty(&client, &format!("{root}/partitions/{partition}")).await;
+    }
 }

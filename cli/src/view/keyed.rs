@@ -19,7 +19,7 @@ pub struct Key {
 
 impl Key {
     /// Its holder, if it is held.
-    fn holder(&self) -> Option<&Contender> {
+    pub(super) fn holder(&self) -> Option<&Contender> {
         self.contenders.first().filter(|first| first.holds)
     }
 
@@ -45,7 +45,7 @@ pub(super) fn line(path: &str, keys: &[Key], json: bool) -> String {
 }
 
 /// `KEY held by NAME`, with ` (N waiting)` if any wait; `KEY free`.
-fn key_text(key: &Key) -> String {
+pub(super) fn key_text(key: &Key) -> String {
     let waiting = match key.waiters().len() {
         0 => String::new(),
         n => format!(" ({n} waiting)"),
@@ -60,7 +60,7 @@ fn key_text(key: &Key) -> String {
     }
 }
 
-fn key_object(key: &Key) -> Value {
+pub(super) fn key_object(key: &Key) -> Value {
     let object = |contender: &Contender| object(contender, false);
     json!({
         "key": key.name,

@@ -10,7 +10,9 @@
 //!   maximum recorded in `PATH/leases` (all of them if none is recorded), and a lease beyond
 //!   it is the acquirer passing in ([`queue`]).
 //! * **The keys of a `KeyedMutex` root**, each with its lock's holder and waiters, or free
-//!   ([`keyed`]); **the members of a group** ([`group`]).
+//!   ([`keyed`]); **the members of a group** ([`group`]); **a partitioner's members and
+//!   partitions**, each partition's lock with its holder and waiters, or free
+//!   ([`partitioner`]).
 //! * **Nothing told**: the path's children as they are (none: `empty`), or no such path.
 //!
 //! Which it is comes from `--kind`, or else from the nodes ([`crate::look`]): a queue's
@@ -21,7 +23,8 @@
 //!   `PATH: read by NAME, NAME; waiting: writer NAME, reader NAME`, `PATH: written by
 //!   NAME; nobody waiting`, `PATH: 2 of 3 leases: NAME, NAME; waiting: NAME`, `PATH: KEY
 //!   held by NAME (2 waiting), KEY free` (`PATH: no keys`), `PATH: members: ID=DATA ID`
-//!   (`PATH: members: -`), `PATH: no contenders; children: CHILD, CHILD`, `PATH: empty`,
+//!   (`PATH: members: -`), `PATH: members: ID (N held), ID (N held); PARTITION held by ID
+//!   (N waiting), PARTITION free` (a partitioner), `PATH: no contenders; children: CHILD, CHILD`, `PATH: empty`,
 //!   or `PATH: no such path`. A contender is named by its id (its node's data: zk-recipes'
 //!   default is `<host name>/<pid>`) or, without one (Curator's `InterProcessMutex`, a node
 //!   this session may not read, a holder asked to let go), by its node's name. A name or
@@ -32,7 +35,9 @@
 //!   "rwlock", "holders", "waiters"}`, `{"path", "kind": "semaphore", "max", "leases",
 //!   "waiting"}` (`max`: `null` if none is recorded), `{"path", "kind": "keyed", "keys":
 //!   [{"key", "holder", "waiters"}]}` (`holder`: `null` if free), `{"path", "kind": "group",
-//!   "members": [{"id", "data"}]}`, `{"path", "kind": "unknown", "children"}` (names),
+//!   "members": [{"id", "data"}]}`, `{"path", "kind": "partitioner", "members": [{"id",
+//!   "data", "held"}], "partitions": [{"key", "holder", "waiters"}]}`, `{"path", "kind":
+//!   "unknown", "children"}` (names),
 //!   `{"path", "kind": "empty"}` or `{"path", "kind": "missing"}`; each contender is `{"id",
 //!   "node", "token", "revocation_requested"}` (`id`: `null` if not known: its node cannot
 //!   be read, or it was asked to let go; `node`: full path; `token`: its fencing token;
@@ -41,10 +46,11 @@
 
 mod group;
 mod keyed;
+mod partitioner;
 mod queue;
 
 use serde_json::json;
-use zk_recipes::{Contender, Member};
+use zk_recipes::{Contender, Member, PartitionerStatus};
 
 use crate::output::shown;
 
@@ -70,6 +76,8 @@ pub enum Seen {
     Keyed(Vec<Key>),
     /// A group's members.
     Group(Vec<Member>),
+    /// A partitioner's members, and its partitions with their locks' contenders.
+    Partitioner(PartitionerStatus),
 }
 
 /// Whose queue is directly under a path.
@@ -128,6 +136,7 @@ pub fn line(path: &str, seen: &Seen, json: bool) -> String {
         Seen::Queue(..) | Seen::Semaphore { .. } => queue::line(path, seen, json),
         Seen::Keyed(keys) => keyed::line(path, keys, json),
         Seen::Group(members) => group::line(path, members, json),
+        Seen::Partitioner(status) => partitioner::line(path, status, json),
         Seen::Children(children) if children.is_empty() => said(path, "empty", "empty", json),
         Seen::Children(children) => match json {
             true => json!({"path": path, "kind": "unknown", "children": children}).to_string(),

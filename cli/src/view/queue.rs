@@ -94,7 +94,11 @@ fn split(seen: &Seen) -> Option<Split<'_>> {
             (kind, contenders)
         }
         Seen::Semaphore { contenders, .. } => (&SEMAPHORE, contenders),
-        Seen::Missing | Seen::Children(_) | Seen::Keyed(_) | Seen::Group(_) => return None,
+        Seen::Missing
+        | Seen::Children(_)
+        | Seen::Keyed(_)
+        | Seen::Group(_)
+        | Seen::Partitioner(_) => return None,
     };
     Some(Split {
         kind,

@@ -124,6 +124,16 @@ pub struct Partitioner {
     acl: NodeAcl,
 }
 
+/// What a partitioner's path shows (see [`Partitioner::status`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionerStatus {
+    /// The members, by id, each with its own data (the record taken off).
+    pub members: Vec<Member>,
+    /// Each partition whose lock node exists, by name.
+    pub partitions: Vec<PartitionOwner>,
+}
+
 /// Who holds one partition's lock, and who waits for it (see [`Partitioner::owners`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -339,6 +349,45 @@ impl Partitioner {
     /// Cancel safe.
     pub async fn owners(&self) -> Result<Vec<PartitionOwner>> {
         list_owners(&self.session, &self.root, self.names.iter().cloned()).await
+    }
+
+    /// What the partitioner on `path` shows to someone who does not know its partitions (an
+    /// operator's `zk-recipes status`): its members (those whose node holds a partitioner's
+    /// record, of any partitions) and every partition whose lock node exists, with who holds
+    /// it and who waits. Sets no watch; a missing path shows nothing.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if `path` is malformed.
+    /// * [`Error::NoAuth`] if a path may not be read; the connection's errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn status(session: &Session, path: &str) -> Result<PartitionerStatus> {
+        let root = path::validate_root(path)?;
+        let span = info_span!("zk.partition.status", path = %root);
+        async {
+            let group = Group::new(session, &path::join(root, "members"))?;
+            let members = (group.members().await?.into_iter())
+                .filter(record::is_member)
+                .map(|m| Member {
+                    data: m.data.as_deref().map(|data| member_data(data).to_vec()),
+                    ..m
+                })
+                .collect();
+            let parent = path::join(root, "partitions");
+            let client = session.connected()?;
+            let names = match client.list_children(&parent).await {
+                Err(zookeeper_client::Error::NoNode) => Vec::new(),
+                listed => listed.map_err(|err| Error::at(&parent, err))?,
+            };
+            let partitions = list_owners(session, root, names.into_iter()).await?;
+            Ok(PartitionerStatus {
+                members,
+                partitions,
+            })
+        }
+        .instrument(span)
+        .await
     }
 
     /// The assignment of these partitions to `members` (ids), given who owns what now

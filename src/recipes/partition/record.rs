@@ -136,6 +136,14 @@ impl Record {
     }
 }
 
+/// Whether `member`'s node holds a partitioner's record (of any partitions, any version).
+pub(crate) fn is_member(member: &Member) -> bool {
+    member
+        .data
+        .as_deref()
+        .is_some_and(|data| data.starts_with(PREFIX.as_bytes()))
+}
+
 /// The record in a member node's data, if it holds one.
 fn recorded(data: &[u8]) -> Option<&str> {
     let line = data.split(|&b| b == b'\n').next()?;
