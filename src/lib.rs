@@ -108,6 +108,7 @@ pub use recipes::election::{Candidate, LeaderElection, Leadership, Participant, 
 pub use recipes::group::{check_name, Group, Member, Membership, Presence};
 pub use recipes::keyed::KeyedMutex;
 pub use recipes::lock::{DistributedLock, Mutex, MutexGuard};
+pub use recipes::multi::{MultiGuard, MultiLock};
 pub use recipes::partition::{PartitionHold, PartitionOwner, Partitioner, Worker, WorkerState};
 pub use recipes::rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use recipes::semaphore::{Lease, Semaphore};

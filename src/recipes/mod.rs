@@ -9,6 +9,7 @@ pub(crate) mod election;
 pub(crate) mod group;
 pub(crate) mod keyed;
 pub(crate) mod lock;
+pub(crate) mod multi;
 pub(crate) mod partition;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
