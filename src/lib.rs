@@ -104,6 +104,7 @@ pub use loss::Loss;
 pub use path::check_path;
 pub use recipes::contenders::check_contender_id;
 pub use recipes::contenders::{Access, Contender};
+pub use recipes::counter::{CounterState, CounterValue, SharedCounter, Versioned};
 pub use recipes::election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use recipes::group::{check_name, Group, Member, Membership, Presence};
 pub use recipes::keyed::KeyedMutex;

@@ -5,6 +5,7 @@
 //! `LeaderElection::watch_leader`) are what recipes share.
 
 pub(crate) mod contenders;
+pub(crate) mod counter;
 pub(crate) mod election;
 pub(crate) mod group;
 pub(crate) mod keyed;
