@@ -126,18 +126,25 @@ async fn overlapping_sets_in_two_processes_never_deadlock_nor_overlap() {
     fx.nothing_left().await;
 }
 
+/// A fixture whose root holds the keys `a` and `b`, and a `KeyedMutex` on it for each of
+/// its two sessions: the one that wants several keys, and another that holds one.
+async fn two_keys(name: &str) -> (Fixture, KeyedMutex, KeyedMutex) {
+    let ensemble = Ensemble::shared(1).await;
+    let fx = Fixture::new(ensemble, name, 2, SESSION_TIMEOUT)
+        .await
+        .keeping(&["a", "b"]);
+    let wanting = KeyedMutex::new(&fx.sessions[0], &fx.root).unwrap();
+    let holding = KeyedMutex::new(&fx.sessions[1], &fx.root).unwrap();
+    (fx, wanting, holding)
+}
+
 /// A timeout after the first lock was taken, a try that finds the second held, and a
 /// dropped `lock_all()` waiting for the second all give back the first: nothing of theirs
 /// is left under either key.
 #[tokio::test(flavor = "multi_thread")]
 async fn giving_up_part_way_leaves_nothing() {
-    let ensemble = Ensemble::shared(1).await;
-    let fx = Fixture::new(ensemble, "multi-give-up", 2, SESSION_TIMEOUT)
-        .await
-        .keeping(&["a", "b"]);
+    let (fx, wanting, holding) = two_keys("multi-give-up").await;
     let (a, b) = (format!("{}/a", fx.root), format!("{}/b", fx.root));
-    let wanting = KeyedMutex::new(&fx.sessions[0], &fx.root).unwrap();
-    let holding = KeyedMutex::new(&fx.sessions[1], &fx.root).unwrap();
     let b_held = holding.lock("b").await.unwrap();
     let holder = [name(b_held.node()).to_owned()];
 
@@ -169,6 +176,37 @@ async fn giving_up_part_way_leaves_nothing() {
 
     a_free.release().await.unwrap();
     b_held.release().await.unwrap();
+    fx.nothing_left().await;
+}
+
+/// A lock taken that is lost while a later one is waited for (its node deleted) is not
+/// handed out lost: the acquisition gives back what it took and starts again from the
+/// first lock, and the guard it returns holds a new node of that lock, intact.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_lost_while_waiting_for_the_next_is_taken_again() {
+    let (fx, wanting, holding) = two_keys("multi-again").await;
+    let (a, b) = (format!("{}/a", fx.root), format!("{}/b", fx.root));
+    let b_held = holding.lock("b").await.unwrap();
+    let waiting = tokio::spawn(async move { wanting.lock_all(&["a", "b"]).await });
+    let first = await_count(&fx.observer, &a, 1).await;
+    await_count(&fx.observer, &b, 2).await;
+    fx.observer
+        .delete(&format!("{a}/{}", first[0]), None)
+        .await
+        .unwrap();
+    // Taken again: a new node under `a`, while `b` is still held.
+    let again = await_queue(&fx.observer, &a, "a taken again", |now| {
+        now.len() == 1 && now[0] != first[0]
+    })
+    .await;
+    b_held.release().await.unwrap();
+    let guard = bounded("lock_all after b's release", PATIENCE, waiting)
+        .await
+        .expect("lock_all task")
+        .expect("lock_all");
+    assert!(!guard.is_lost(), "handed out a lost guard");
+    assert_eq!(name(guard.guard(&a).expect("a's guard").node()), again[0]);
+    guard.release().await.unwrap();
     fx.nothing_left().await;
 }
 
