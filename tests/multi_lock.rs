@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
+use zk_harness::peers::Peer;
 use zk_harness::{
     await_count, await_empty, await_queue, bounded, child_test, children, name, session, Ensemble,
     Fixture, PATIENCE,
@@ -287,6 +288,38 @@ async fn the_loss_of_one_lock_is_the_loss_of_the_guard() {
         Err(Error::Lost { node }) => assert_eq!(node, gone),
         other => panic!("released a lost guard with {other:?}"),
     }
+    fx.nothing_left().await;
+}
+
+/// Each lock of a set is an `InterProcessMutex` to Curator: a Curator holder of one key
+/// keeps our multi lock out (nothing of ours left after the timeout), and our guard keeps
+/// Curator out of every key of the set.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_lock_of_a_set_excludes_curator_and_the_other_way_round() {
+    let ensemble = Ensemble::shared(1).await;
+    let fx = Fixture::new(ensemble, "multi-curator", 1, SESSION_TIMEOUT)
+        .await
+        .keeping(&["a", "b"]);
+    let (a, b) = (format!("{}/a", fx.root), format!("{}/b", fx.root));
+    let keyed = KeyedMutex::new(&fx.sessions[0], &fx.root).unwrap();
+    let mut curator = Peer::curator(ensemble, &b).await;
+    assert!(curator.call("lock").await.starts_with("locked "));
+    let got = keyed.try_lock_all_for(&["a", "b"], Duration::from_millis(300));
+    assert!(got.await.unwrap().is_none(), "took b from Curator");
+    assert!(children(&fx.observer, &a).await.is_empty(), "a was kept");
+    assert_eq!(
+        children(&fx.observer, &b).await.len(),
+        1,
+        "ours left under b"
+    );
+    assert_eq!(curator.call("unlock").await, "unlocked");
+
+    let guard = keyed.lock_all(&["b", "a"]).await.unwrap();
+    assert_eq!(curator.call("lock-for 300").await, "false");
+    guard.release().await.unwrap();
+    assert_eq!(curator.call("lock-for 10000").await, "true");
+    assert_eq!(curator.call("unlock").await, "unlocked");
+    curator.quit().await;
     fx.nothing_left().await;
 }
 
