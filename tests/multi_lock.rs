@@ -73,15 +73,20 @@ async fn multi_locker() {
     let _ = session.close().await;
 }
 
+/// A fixture of `sessions` sessions on the shared server, whose root keeps the keys `kept`.
+async fn fixture(name: &str, sessions: usize, kept: &'static [&'static str]) -> Fixture {
+    let ensemble = Ensemble::shared(1).await;
+    Fixture::new(ensemble, name, sessions, SESSION_TIMEOUT)
+        .await
+        .keeping(kept)
+}
+
 /// Two processes take the locks of `{a, b}` and `{b, a}` (given in opposite orders)
 /// [`ROUNDS`] times each, at once: both finish (no deadlock), never two inside at once,
 /// and the count they read-modify-write under the locks is exact.
 #[tokio::test(flavor = "multi_thread")]
 async fn overlapping_sets_in_two_processes_never_deadlock_nor_overlap() {
-    let ensemble = Ensemble::shared(1).await;
-    let fx = Fixture::new(ensemble, "multi-two", 0, SESSION_TIMEOUT)
-        .await
-        .keeping(&["a", "b"]);
+    let fx = fixture("multi-two", 0, &["a", "b"]).await;
     let count = format!("{}/count", fx.root);
     let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
     fx.observer.mkdir(&fx.root, &persistent).await.unwrap();
@@ -130,10 +135,7 @@ async fn overlapping_sets_in_two_processes_never_deadlock_nor_overlap() {
 /// A fixture whose root holds the keys `a` and `b`, and a `KeyedMutex` on it for each of
 /// its two sessions: the one that wants several keys, and another that holds one.
 async fn two_keys(name: &str) -> (Fixture, KeyedMutex, KeyedMutex) {
-    let ensemble = Ensemble::shared(1).await;
-    let fx = Fixture::new(ensemble, name, 2, SESSION_TIMEOUT)
-        .await
-        .keeping(&["a", "b"]);
+    let fx = fixture(name, 2, &["a", "b"]).await;
     let wanting = KeyedMutex::new(&fx.sessions[0], &fx.root).unwrap();
     let holding = KeyedMutex::new(&fx.sessions[1], &fx.root).unwrap();
     (fx, wanting, holding)
@@ -215,10 +217,7 @@ async fn a_lock_lost_while_waiting_for_the_next_is_taken_again() {
 /// a middle one, the last), a commit fails with `Error::Lost` naming it, and writes nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn fenced_writes_fail_when_any_one_node_is_gone() {
-    let ensemble = Ensemble::shared(1).await;
-    let fx = Fixture::new(ensemble, "multi-fenced", 1, SESSION_TIMEOUT)
-        .await
-        .keeping(&["a", "b", "c", "state"]);
+    let fx = fixture("multi-fenced", 1, &["a", "b", "c", "state"]).await;
     let state = format!("{}/state", fx.root);
     let keyed = KeyedMutex::new(&fx.sessions[0], &fx.root).unwrap();
     for victim in 0..3 {
@@ -264,10 +263,7 @@ async fn fenced_writes_fail_when_any_one_node_is_gone() {
 /// reports it while deleting the other node.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_loss_of_one_lock_is_the_loss_of_the_guard() {
-    let ensemble = Ensemble::shared(1).await;
-    let fx = Fixture::new(ensemble, "multi-loss", 1, SESSION_TIMEOUT)
-        .await
-        .keeping(&["a", "b"]);
+    let fx = fixture("multi-loss", 1, &["a", "b"]).await;
     let keyed = KeyedMutex::new(&fx.sessions[0], &fx.root).unwrap();
     let guard = keyed.lock_all(&["a", "b"]).await.unwrap();
     let signal = guard.loss_signal();
@@ -296,13 +292,10 @@ async fn the_loss_of_one_lock_is_the_loss_of_the_guard() {
 /// Curator out of every key of the set.
 #[tokio::test(flavor = "multi_thread")]
 async fn each_lock_of_a_set_excludes_curator_and_the_other_way_round() {
-    let ensemble = Ensemble::shared(1).await;
-    let fx = Fixture::new(ensemble, "multi-curator", 1, SESSION_TIMEOUT)
-        .await
-        .keeping(&["a", "b"]);
+    let fx = fixture("multi-curator", 1, &["a", "b"]).await;
     let (a, b) = (format!("{}/a", fx.root), format!("{}/b", fx.root));
     let keyed = KeyedMutex::new(&fx.sessions[0], &fx.root).unwrap();
-    let mut curator = Peer::curator(ensemble, &b).await;
+    let mut curator = Peer::curator(Ensemble::shared(1).await, &b).await;
     assert!(curator.call("lock").await.starts_with("locked "));
     let got = keyed.try_lock_all_for(&["a", "b"], Duration::from_millis(300));
     assert!(got.await.unwrap().is_none(), "took b from Curator");
@@ -327,10 +320,7 @@ async fn each_lock_of_a_set_excludes_curator_and_the_other_way_round() {
 /// and a bad key are refused at once, with nothing created.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_set_is_deduplicated_sorted_and_checked() {
-    let ensemble = Ensemble::shared(1).await;
-    let fx = Fixture::new(ensemble, "multi-set", 1, SESSION_TIMEOUT)
-        .await
-        .keeping(&["a", "b"]);
+    let fx = fixture("multi-set", 1, &["a", "b"]).await;
     let session = &fx.sessions[0];
     let keyed = KeyedMutex::new(session, &fx.root).unwrap();
     match keyed.lock_all(&[]).await {
