@@ -107,7 +107,7 @@ async fn overlapping_sets_in_two_processes_never_deadlock_nor_overlap() {
         while done.is_none() {
             let line = bounded(
                 "a locker finishes (no deadlock)",
-                Duration::from_secs(120),
+                Duration::from_secs(180),
                 lines.next_line(),
             )
             .await
