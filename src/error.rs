@@ -193,6 +193,19 @@ pub enum Error {
         theirs: String,
     },
 
+    /// The node of a [`SharedCounter`](crate::SharedCounter) holds data that is not a
+    /// counter (a counter is exactly 4 bytes, a big-endian `i32`, as Curator's
+    /// `SharedCount` writes it): nothing was written. Whoever wrote it uses the path for
+    /// something else; choose another path, or set the counter with
+    /// [`SharedCounter::set`](crate::SharedCounter::set).
+    #[error("{path:?} holds {len} bytes, not a 4-byte counter")]
+    NotACounter {
+        /// The counter's node.
+        path: String,
+        /// The length of the data found.
+        len: usize,
+    },
+
     /// A [`Group`](crate::Group) member id is in use: its node exists and belongs to
     /// another live session (or is not ephemeral). Nothing was created and nothing of the
     /// other member's was touched; join again once it has left.

@@ -6,6 +6,8 @@
 //!   a guard that learns when its lock is lost; cancellation that never leaks a node. Tasks
 //!   sharing one `Mutex` exclude each other as processes do.
 //! * [`KeyedMutex`]: a [`Mutex`] per key under one root (a lock per job, order or tenant).
+//! * [`MultiLock`] (and [`KeyedMutex::lock_all`]): several locks all or nothing, in one
+//!   global order so overlapping sets never deadlock, under one [`MultiGuard`].
 //! * [`RwLock`]: a read/write lock on the same queue: many readers or one writer, fair (a
 //!   reader that arrives after a waiting writer waits for it), each waiter woken alone by the
 //!   one contender it waits on.
@@ -17,12 +19,15 @@
 //!   member at a time under a fenced [`PartitionHold`].
 //! * [`Group`]: group membership (Curator's `GroupMember` layout): a member node kept
 //!   across session expiry, and live views of the members and of an election's leader.
+//! * [`SharedCounter`]: a 32-bit counter in one node (Curator's `SharedCount` layout),
+//!   compare-and-set by version, with a watchable value that says when it may be stale.
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!
 //! Every recipe names its nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`,
 //! `_c_<uuid>-__READ__<seq>`, `<path>/leases/_c_<uuid>-lease-<seq>`, …), so a Rust service
 //! can share a path with Java services using Curator's `InterProcessMutex`,
-//! `InterProcessReadWriteLock`, `InterProcessSemaphoreV2` or `LeaderLatch`.
+//! `InterProcessReadWriteLock`, `InterProcessSemaphoreV2` or `LeaderLatch` (and a counter
+//! with Curator's `SharedCount`).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -104,10 +109,12 @@ pub use loss::Loss;
 pub use path::check_path;
 pub use recipes::contenders::check_contender_id;
 pub use recipes::contenders::{Access, Contender};
+pub use recipes::counter::{CounterState, CounterValue, SharedCounter, Versioned};
 pub use recipes::election::{Candidate, LeaderElection, Leadership, Participant, Role};
 pub use recipes::group::{check_name, Group, Member, Membership, Presence};
 pub use recipes::keyed::KeyedMutex;
 pub use recipes::lock::{DistributedLock, Mutex, MutexGuard};
+pub use recipes::multi::{MultiGuard, MultiLock};
 pub use recipes::partition::{
     PartitionHold, PartitionOwner, Partitioner, PartitionerStatus, Worker, WorkerState,
 };

@@ -49,13 +49,7 @@ fn main() {
         runtime.block_on(side::member(&what));
         return;
     }
-    let args: Vec<String> = std::env::args().collect();
-    let reps = match args.iter().position(|a| a == "--reps") {
-        Some(i) => args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(3),
-        None if args.iter().any(|a| a == "--quick") => 1,
-        None => 3,
-    };
-    runtime.block_on(run(reps));
+    runtime.block_on(run(zk_harness::reps_from_args()));
 }
 
 /// What one event cost one side.

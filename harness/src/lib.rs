@@ -54,6 +54,7 @@ pub mod nemesis;
 pub mod peers;
 pub mod pki;
 mod proxy;
+mod reps;
 pub mod semaphore;
 mod wait;
 mod watches;
@@ -71,6 +72,7 @@ pub use events::{await_events, record_events, EventLog};
 pub use fixture::Fixture;
 pub use forwarder::Forwarder;
 pub use proxy::Proxy;
+pub use reps::reps_from_args;
 pub use wait::{await_watch, bounded, now_ms, unless_stopped, PATIENCE, WORK};
 pub use watches::settle_watches;
 pub use znodes::{

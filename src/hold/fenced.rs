@@ -50,6 +50,10 @@ const ATTEMPTS: u32 = 3;
 ///   so its existence proves that the very node the hold made is still there. (A
 ///   [`Membership`](crate::Membership)'s node, named by its id, could be made again by
 ///   another session: memberships offer no fenced writes.)
+/// * **A hold made of several checks every node.** The transaction of a
+///   [`MultiGuard`](crate::MultiGuard) checks the existence of each of its nodes, in the
+///   same multi: it commits only while every one of them is intact, and fails with
+///   [`Error::Lost`] naming a node that is gone.
 /// * **Hints do not fence.** The check is of the node's existence (any version): a write
 ///   into the holder's node by someone else (Curator's revoker, an operator's hint) never
 ///   makes fenced writes fail.
@@ -89,6 +93,10 @@ const ATTEMPTS: u32 = 3;
 pub struct Fenced {
     /// The hold that fences it.
     hold: Core,
+    /// The other holds that fence it, for a hold made of several
+    /// ([`MultiGuard`](crate::MultiGuard)): their nodes' existence is checked right after
+    /// the first's.
+    also: Vec<Core>,
     ops: Vec<Op>,
 }
 
@@ -140,8 +148,15 @@ pub enum Written {
 impl Fenced {
     /// An empty transaction fenced by `hold`.
     pub(super) fn new(hold: Core) -> Fenced {
+        Fenced::of_all(hold, Vec::new())
+    }
+
+    /// An empty transaction fenced by `hold` and every one of `also`: it commits only while
+    /// all of them are intact.
+    pub(crate) fn of_all(hold: Core, also: Vec<Core>) -> Fenced {
         Fenced {
             hold,
+            also,
             ops: Vec::new(),
         }
     }
@@ -252,7 +267,7 @@ impl Fenced {
             let mut attempt = 1;
             loop {
                 self.check_size(&parents)?;
-                let committed = self.send(&parents).await?;
+                let committed = self.unfold(self.send(&parents).await?)?;
                 let slots = parents.slots(&self.ops);
                 let again = attempt < ATTEMPTS;
                 attempt += 1;
@@ -290,6 +305,9 @@ impl Fenced {
         parents: &Parents,
     ) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
         let client = self.hold.connected()?;
+        for also in &self.also {
+            also.client()?;
+        }
         let version = match self.own_node_write() {
             Some(_) => self.hold.read_own_node().await?,
             None => -1,
@@ -298,6 +316,9 @@ impl Fenced {
         let parent = CreateMode::Persistent.with_acls(acl.acls());
         let mut writer = client.new_multi_writer();
         writer.add_check_version(self.hold.node(), version)?;
+        for also in &self.also {
+            writer.add_check_version(also.node(), -1)?;
+        }
         for slot in parents.slots(&self.ops) {
             let added = match slot {
                 Slot::Check => continue,
@@ -338,7 +359,7 @@ impl Fenced {
         let size = self
             .ops
             .iter()
-            .fold(self.hold.node().len() + OP_OVERHEAD, |size, op| {
+            .fold(self.checks_size(), |size, op| {
                 size.saturating_add(op.size())
             })
             .saturating_add(parents.size());
@@ -350,6 +371,49 @@ impl Fenced {
             )));
         }
         Ok(())
+    }
+
+    /// The bytes the checks of the holders' nodes take in a request, at most.
+    fn checks_size(&self) -> usize {
+        std::iter::once(&self.hold)
+            .chain(&self.also)
+            .map(|hold| hold.node().len() + OP_OVERHEAD)
+            .sum()
+    }
+
+    /// The answer to a multi as if it had checked the first holder's node only: the checks
+    /// of the other holders' nodes taken out (a failed one is that hold's loss), the index
+    /// of a failed operation counted without them.
+    ///
+    /// # Notable errors
+    /// * [`Error::Lost`] naming the node of a hold whose check failed for want of its node.
+    fn unfold(
+        &self,
+        committed: std::result::Result<Vec<MultiWriteResult>, MultiWriteError>,
+    ) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
+        let others = self.also.len();
+        Ok(match committed {
+            Ok(mut results) if others > 0 => {
+                results.drain(1..=others.min(results.len().saturating_sub(1)));
+                Ok(results)
+            }
+            Err(MultiWriteError::OperationFailed { index, source })
+                if (1..=others).contains(&index) =>
+            {
+                let also = &self.also[index - 1];
+                return Err(match source {
+                    Zk::NoNode => also.lost_error(),
+                    source => Error::at(also.node(), source),
+                });
+            }
+            Err(MultiWriteError::OperationFailed { index, source }) if index > others => {
+                Err(MultiWriteError::OperationFailed {
+                    index: index - others,
+                    source,
+                })
+            }
+            other => other,
+        })
     }
 
     /// What the servers' answer means: the hold's loss if the check of its node failed (or

@@ -9,7 +9,9 @@
 //! (a log line, a callback): nothing a subscriber, a full stderr or user code does may keep
 //! a holder from learning it.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use tokio::sync::{watch, Notify};
 
@@ -154,24 +156,54 @@ impl Trust {
 /// watcher.await.ok();
 /// # Ok(()) }
 /// ```
+///
+/// The signal of a hold made of several ([`MultiGuard`](crate::MultiGuard)) reads as lost
+/// once any one of them is.
 #[derive(Clone, Debug)]
-pub struct LossSignal(Trust);
+pub struct LossSignal {
+    first: Trust,
+    /// The trusts of the other holds of a hold made of several.
+    others: Option<Arc<[Trust]>>,
+}
 
 impl LossSignal {
     /// The signal of a hold trusted as `trust` says.
     pub(crate) fn new(trust: Trust) -> LossSignal {
-        LossSignal(trust)
+        LossSignal {
+            first: trust,
+            others: None,
+        }
+    }
+
+    /// The signal of a hold made of this one's and those of `others`: lost once any of
+    /// them is.
+    pub(crate) fn with(self, others: &[LossSignal]) -> LossSignal {
+        let more: Vec<Trust> = self
+            .others
+            .iter()
+            .flat_map(|own| own.iter())
+            .chain(others.iter().flat_map(LossSignal::trusts))
+            .cloned()
+            .collect();
+        LossSignal {
+            first: self.first,
+            others: (!more.is_empty()).then(|| Arc::from(more)),
+        }
+    }
+
+    fn trusts(&self) -> impl Iterator<Item = &Trust> {
+        std::iter::once(&self.first).chain(self.others.iter().flat_map(|others| others.iter()))
     }
 
     /// Whether the hold can no longer be trusted; read from the clock too, as the hold's
     /// own `is_lost()`.
     pub fn is_lost(&self) -> bool {
-        self.0.is_lost()
+        self.trusts().any(Trust::is_lost)
     }
 
     /// Why the hold can no longer be trusted, if it cannot.
     pub fn loss(&self) -> Option<Loss> {
-        self.0.loss()
+        self.trusts().find_map(Trust::loss)
     }
 
     /// Resolves once the hold can no longer be trusted; says why ([`Loss::Closed`] once
@@ -180,7 +212,20 @@ impl LossSignal {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn lost(&self) -> Loss {
-        self.0.lost().await
+        if self.others.is_none() {
+            return self.first.lost().await;
+        }
+        let mut waits: Vec<_> = self.trusts().map(|trust| Box::pin(trust.lost())).collect();
+        std::future::poll_fn(|cx| {
+            let first = waits
+                .iter_mut()
+                .find_map(|wait| match wait.as_mut().poll(cx) {
+                    Poll::Ready(loss) => Some(loss),
+                    Poll::Pending => None,
+                });
+            first.map_or(Poll::Pending, Poll::Ready)
+        })
+        .await
     }
 }
 

@@ -8,6 +8,12 @@
 //! (the value is as small as a [`Mutex`], whatever the number of keys). Its contenders
 //! carry the id [`KeyedMutex::id`] sets (default `<host name>/<process id>`), shown by each
 //! key's [`Mutex::contenders`] and by `zk-recipes status --kind keyed ROOT`.
+//!
+//! Several keys at once, all or nothing: [`KeyedMutex::lock_all`] (and
+//! [`try_lock_all`](KeyedMutex::try_lock_all), [`try_lock_all_for`](KeyedMutex::try_lock_all_for))
+//! take the keys' locks in the order of their paths, so that two callers that want
+//! overlapping sets never deadlock, and hand out one [`MultiGuard`]; see
+//! [`MultiLock`](crate::MultiLock).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::path;
 use crate::recipes::contenders::validate_id;
 use crate::recipes::lock::{Mutex, MutexGuard};
+use crate::recipes::multi::{MultiGuard, MultiLock};
 use crate::session::Session;
 
 /// A distributed mutex per key under one root: the lock of key `k` is the [`Mutex`] on
@@ -101,6 +108,76 @@ impl KeyedMutex {
             Some(id) => mutex.id(id),
             None => Ok(mutex),
         }
+    }
+
+    /// The locks of `keys` taken together, all or nothing, in the order of their paths
+    /// (a key given twice is locked once); see [`MultiLock`]. No request is sent.
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] if a key is not valid (see [`mutex`](Self::mutex)).
+    /// * [`Error::InvalidArgument`] if `keys` is empty.
+    pub fn multi(&self, keys: impl IntoIterator<Item = impl AsRef<str>>) -> Result<MultiLock> {
+        let mutexes = keys
+            .into_iter()
+            .map(|key| self.mutex(key.as_ref()))
+            .collect::<Result<Vec<Mutex>>>()?;
+        MultiLock::new(mutexes)
+    }
+
+    /// Waits as long as it takes to hold the locks of every one of `keys`, taken in the
+    /// order of their paths; see [`MultiLock::lock`]. A key given twice is locked once;
+    /// [`MultiGuard::guard`] with `<root>/<key>` finds one key's guard.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+    /// let accounts = zk_recipes::KeyedMutex::new(&session, "/locks/accounts")?;
+    /// let both = accounts.lock_all(&["bob", "alice"]).await?; // alice's lock first
+    /// // ... move money, committing with both.fenced() ...
+    /// both.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] or [`Error::InvalidArgument`] at once, as
+    ///   [`multi`](Self::multi); nothing is sent.
+    /// * As [`MultiLock::lock`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`MultiLock::lock`]: every lock taken is given back.
+    pub async fn lock_all(&self, keys: &[&str]) -> Result<MultiGuard> {
+        self.multi(keys)?.lock().await
+    }
+
+    /// Takes the locks of every one of `keys` if no other contender is ahead on any of
+    /// them; never waits; see [`MultiLock::try_lock`].
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] or [`Error::InvalidArgument`] at once, as
+    ///   [`multi`](Self::multi); nothing is sent.
+    /// * As [`MultiLock::try_lock`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`MultiLock::lock`].
+    pub async fn try_lock_all(&self, keys: &[&str]) -> Result<Option<MultiGuard>> {
+        self.multi(keys)?.try_lock().await
+    }
+
+    /// Waits at most `timeout`, in all, to hold the locks of every one of `keys`; `None`,
+    /// with every lock taken given back, if it did not; see [`MultiLock::try_lock_for`].
+    ///
+    /// # Notable errors
+    /// * [`Error::InvalidPath`] or [`Error::InvalidArgument`] at once, as
+    ///   [`multi`](Self::multi); nothing is sent.
+    /// * As [`MultiLock::lock`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`MultiLock::lock`].
+    pub async fn try_lock_all_for(
+        &self,
+        keys: &[&str],
+        timeout: Duration,
+    ) -> Result<Option<MultiGuard>> {
+        self.multi(keys)?.try_lock_for(timeout).await
     }
 
     /// Waits as long as it takes to hold the lock of `key`; see [`Mutex::lock`].

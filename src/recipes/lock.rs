@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::hold::{boxed, Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
+use crate::hold::{boxed, Core, Fenced, Hold, Holding, LossSignal, LOCK_WATCH};
 use crate::loss::Loss;
 use crate::queue::{Blockers, Queue, Wait};
 use crate::recipes::contenders::{list, revoke_holding, validate_id, Access, Contender};
@@ -329,6 +329,11 @@ impl MutexGuard {
     /// Cancel safe.
     pub async fn revocation_requested(&self) -> Result<()> {
         self.holding.core().revocation_requested().await
+    }
+
+    /// The hold core of the lock (for a guard made of several: its fence and loss).
+    pub(crate) fn core(&self) -> &Core {
+        self.holding.core()
     }
 
     /// Another guard on the lock this one holds (re-entrancy): the lock is released when the

@@ -5,10 +5,12 @@
 //! `LeaderElection::watch_leader`) are what recipes share.
 
 pub(crate) mod contenders;
+pub(crate) mod counter;
 pub(crate) mod election;
 pub(crate) mod group;
 pub(crate) mod keyed;
 pub(crate) mod lock;
+pub(crate) mod multi;
 pub(crate) mod partition;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;

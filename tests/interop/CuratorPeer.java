@@ -54,6 +54,24 @@
 //                           release a new InterProcessMutex on <root>/k<key> as often as they
 //                           can for <ms>, each key drawn from 0..<keys> by a xorshift seeded
 //                           with t + 1                -> ok <acquisitions> <elapsed ms>
+//   count-start <path> <seed>   new SharedCount(client, path, seed).start(), kept by path
+//                                                                  -> ok <count> <version>
+//   count-get <path>        its getVersionedValue()                -> ok <count> <version>
+//   count-set <path> <n>    its setCount(n)                        -> ok set
+//   count-add <path> <delta> <times>
+//                           <times> increments by <delta>, each a loop of
+//                           trySetCount(getVersionedValue(), value + delta) until it is true
+//                                                                  -> ok <count> <failed tries>
+//   count-await <path> <n> <ms>  waits (its listener) until getCount() is <n>
+//                                                                  -> ok true | ok false
+//   count-close <path>      its close()                            -> ok closed
+//   count-stress <path> <n> <threads>
+//                           <threads> threads, each on its own client with its own started
+//                           SharedCount(path, 0), increment <n> times each as `count-add`
+//                                                                  -> ok <increments> <failed tries>
+//   count-rate <path> <ms> <threads>
+//                           for the benchmark: as `count-stress`, as many increments as they
+//                           can for <ms> once all are connected    -> ok <increments> <elapsed ms>
 //   quit                    closes everything and exits              -> ok bye
 //
 // The room: a holder creates the EPHEMERAL_SEQUENTIAL <room>/<kind>-<who>- (kind `r` reader,
@@ -88,6 +106,11 @@ import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.shared.SharedCount;
+import org.apache.curator.framework.recipes.shared.SharedCountListener;
+import org.apache.curator.framework.recipes.shared.SharedCountReader;
+import org.apache.curator.framework.recipes.shared.VersionedValue;
+import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
@@ -127,6 +150,7 @@ public class CuratorPeer {
         Map<Integer, InterProcessSemaphoreV2> semaphores = new HashMap<>();
         Deque<Lease> leases = new ArrayDeque<>();
         Map<String, LeaderLatch> latches = new HashMap<>();
+        Map<String, SharedCount> counts = new HashMap<>();
         BufferedReader in =
                 new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         reply("ready");
@@ -274,7 +298,57 @@ public class CuratorPeer {
                         reply(out.toString());
                         break;
                     }
+                    case "count-start": {
+                        if (counts.containsKey(w[1])) {
+                            throw new IllegalStateException("count " + w[1] + " exists");
+                        }
+                        SharedCount count = new SharedCount(client, w[1], Integer.parseInt(w[2]));
+                        count.addListener(new Notifier(count));
+                        count.start();
+                        counts.put(w[1], count);
+                        reply("ok " + versioned(count));
+                        break;
+                    }
+                    case "count-get":
+                        reply("ok " + versioned(count(counts, w[1])));
+                        break;
+                    case "count-set":
+                        count(counts, w[1]).setCount(Integer.parseInt(w[2]));
+                        reply("ok set");
+                        break;
+                    case "count-add": {
+                        SharedCount count = count(counts, w[1]);
+                        int failed = add(count, Integer.parseInt(w[2]), Integer.parseInt(w[3]));
+                        reply("ok " + count.getCount() + " " + failed);
+                        break;
+                    }
+                    case "count-await": {
+                        SharedCount count = count(counts, w[1]);
+                        int want = Integer.parseInt(w[2]);
+                        long end = System.nanoTime() + Long.parseLong(w[3]) * 1_000_000L;
+                        synchronized (count) {
+                            while (count.getCount() != want && System.nanoTime() < end) {
+                                count.wait(Math.max(1, (end - System.nanoTime()) / 1_000_000L));
+                            }
+                        }
+                        reply("ok " + (count.getCount() == want));
+                        break;
+                    }
+                    case "count-close":
+                        count(counts, w[1]).close();
+                        counts.remove(w[1]);
+                        reply("ok closed");
+                        break;
+                    case "count-stress":
+                        reply(countStress(w[1], Integer.parseInt(w[2]), Integer.parseInt(w[3])));
+                        break;
+                    case "count-rate":
+                        reply(countRate(w[1], Long.parseLong(w[2]), Integer.parseInt(w[3])));
+                        break;
                     case "quit":
+                        for (SharedCount count : counts.values()) {
+                            count.close();
+                        }
                         for (LeaderLatch latch : latches.values()) {
                             latch.close();
                         }
@@ -311,6 +385,88 @@ public class CuratorPeer {
             throw new IllegalStateException("no latch " + id);
         }
         return latch;
+    }
+
+    static SharedCount count(Map<String, SharedCount> counts, String path) {
+        SharedCount count = counts.get(path);
+        if (count == null) {
+            throw new IllegalStateException("no count " + path);
+        }
+        return count;
+    }
+
+    static String versioned(SharedCount count) {
+        VersionedValue<Integer> value = count.getVersionedValue();
+        return value.getValue() + " " + value.getVersion();
+    }
+
+    /// Wakes `count-await` each time the count changes.
+    static final class Notifier implements SharedCountListener {
+        private final SharedCount count;
+
+        Notifier(SharedCount count) {
+            this.count = count;
+        }
+
+        public void countHasChanged(SharedCountReader reader, int value) {
+            synchronized (count) {
+                count.notifyAll();
+            }
+        }
+
+        public void stateChanged(CuratorFramework client, ConnectionState state) {}
+    }
+
+    /// <times> increments of `count` by <delta>, each retried until its trySetCount is true;
+    /// the number of tries that were not.
+    static int add(SharedCount count, int delta, int times) throws Exception {
+        int failed = 0;
+        for (int i = 0; i < times; i++) {
+            while (true) {
+                VersionedValue<Integer> read = count.getVersionedValue();
+                if (count.trySetCount(read, read.getValue() + delta)) {
+                    break;
+                }
+                failed++;
+            }
+        }
+        return failed;
+    }
+
+    static String countStress(String path, int n, int threads) throws Exception {
+        AtomicInteger increments = new AtomicInteger();
+        AtomicInteger failed = new AtomicInteger();
+        String error = inThreads(threads, (client, t) -> {
+            try (SharedCount count = new SharedCount(client, path, 0)) {
+                count.start();
+                for (int i = 0; i < n; i++) {
+                    failed.addAndGet(add(count, 1, 1));
+                    increments.incrementAndGet();
+                }
+            }
+        });
+        return error != null ? error : "ok " + increments.get() + " " + failed.get();
+    }
+
+    static String countRate(String path, long ms, int threads) throws Exception {
+        AtomicInteger increments = new AtomicInteger();
+        long[] window = new long[2];
+        CyclicBarrier ready = new CyclicBarrier(threads, () -> {
+            window[0] = System.nanoTime();
+            window[1] = window[0] + ms * 1_000_000L;
+        });
+        String error = inThreads(threads, (client, t) -> {
+            try (SharedCount count = new SharedCount(client, path, 0)) {
+                count.start();
+                ready.await();
+                while (System.nanoTime() < window[1]) {
+                    add(count, 1, 1);
+                    increments.incrementAndGet();
+                }
+            }
+        });
+        long elapsed = (System.nanoTime() - window[0]) / 1_000_000L;
+        return error != null ? error : "ok " + increments.get() + " " + elapsed;
     }
 
     static synchronized void reply(String line) {
