@@ -1,7 +1,8 @@
 //! [`CachedNode`]: a node as a [`Cache`](crate::Cache) read it (its path, data and stat).
 //!
 //! It lives below the recipes and the hold core because both speak of it: a cache holds
-//! them, and a fenced transaction checks that one is unchanged.
+//! them, and a fenced transaction checks that one is unchanged
+//! ([`Fenced::unchanged`](crate::Fenced::unchanged)).
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,11 +12,10 @@ use zookeeper_client::Stat;
 /// A node as read from the servers: its path, its data and its stat, at one version.
 ///
 /// Cheap to clone (one reference count), and immutable: a newer read is another
-/// `CachedNode`. What a decision was made from can therefore be kept and checked later: a
-/// fenced transaction with [`Fenced::check`](crate::Fenced::check) of its
-/// [`version`](Self::version) commits only if the node's data version is still that; without
-/// a hold, add the same check to a multi of your own (`add_check_version(node.path(),
-/// node.version())`).
+/// `CachedNode`. What a decision was made from can therefore be kept and checked later:
+/// [`Fenced::unchanged`](crate::Fenced::unchanged) commits a fenced transaction only if the
+/// node's data version is still [`version`](Self::version); without a hold, add the same
+/// check to a multi of your own (`add_check_version(node.path(), node.version())`).
 ///
 /// A check of the data version cannot tell a node from one deleted and made again with as
 /// many writes: compare [`czxid`](Self::czxid) in what the cache shows next if that matters.

@@ -1,8 +1,9 @@
 //! The cache of a subtree: it loads and follows the servers with one persistent watch (the
 //! watches read from the server), reports each change once and in order per node, says it
 //! may be stale while cut off, and matches the servers again after a reconnection or an
-//! expiry (changes made meanwhile reported); bad paths are refused at once. Under random
-//! writers and every fault at once: `cache/faults.rs`.
+//! expiry (changes made meanwhile reported); bad paths are refused at once; a decision
+//! from the cache commits only if what it read is unchanged. Under random writers and
+//! every fault at once: `cache/faults.rs`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use zk_harness::{
     await_watch, bounded, expire_session, live_client, session, session_id, Ensemble, Fixture,
     PATIENCE,
 };
-use zk_recipes::{Cache, CacheState, Change, Error, Session};
+use zk_recipes::{Cache, CacheState, Change, Error, Mutex, Session};
 use zookeeper_client::{Client, CreateMode, Stat};
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -450,6 +451,70 @@ async fn after_expiry_the_cache_follows_on_the_new_session() {
     one_watch(zk, root, &s).await;
     finish(fx, cache, log, &loaded).await;
     s.close();
+}
+
+/// A decision made from the cache commits, fenced, only while what it read is unchanged:
+/// a node written since fails the transaction at its check, and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fenced_decision_commits_only_if_the_nodes_read_are_unchanged() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "cache-fenced", 1, SESSION_TIMEOUT).await;
+    let (root, client) = (&fx.root, &fx.observer);
+    let s = &fx.sessions[0];
+    let config = format!("{root}/config");
+    let decided = format!("{root}/decided");
+    make(client, root, b"").await;
+    make(client, &config, b"limit=1").await;
+    make(client, &decided, b"").await;
+    let cache = Cache::start(s, &config).await.unwrap();
+    let read = cache.get(&config).unwrap();
+    let guard = Mutex::new(s, &format!("{root}/lock"))
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+
+    guard
+        .fenced()
+        .unchanged(&read)
+        .set_data(&decided, b"1", None)
+        .commit()
+        .await
+        .unwrap();
+    client.set_data(&config, b"limit=2", None).await.unwrap();
+    let refused = guard
+        .fenced()
+        .unchanged(&read)
+        .set_data(&decided, b"2", None)
+        .commit()
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(Error::FencedOpFailed {
+                index: 0,
+                reason: zookeeper_client::Error::BadVersion,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(client.get_data(&decided).await.unwrap().0, b"1");
+    barrier(&cache, client, &config, 0).await;
+    let fresh = cache.get(&config).unwrap();
+    assert_eq!(fresh.data(), Some(&b"limit=2"[..]));
+    guard
+        .fenced()
+        .unchanged(&fresh)
+        .set_data(&decided, b"2", None)
+        .commit()
+        .await
+        .unwrap();
+
+    guard.release().await.unwrap();
+    drop(cache);
+    remove_all(client, root).await;
+    fx.nothing_left().await;
 }
 
 #[path = "cache/faults.rs"]

@@ -63,9 +63,10 @@ pub const CHANGES_KEPT: usize = 4096;
 ///   [`children`](Cache::children) and [`snapshot`](Cache::snapshot) answer from memory.
 /// * **Decisions that commit only if what they read is unchanged.** Each [`CachedNode`]
 ///   keeps the data version it was read at: under a hold,
-///   [`Fenced::check`](crate::Fenced::check) of that version makes a fenced transaction
-///   commit only while the hold is intact *and* the nodes read are unchanged; without a
-///   hold, add `add_check_version(node.path(), node.version())` to a multi of your own.
+///   [`Fenced::unchanged`](crate::Fenced::unchanged) adds a check of that version to a
+///   fenced transaction, which then commits only while the hold is intact *and* the nodes
+///   read are unchanged; without a hold, add `add_check_version(node.path(),
+///   node.version())` to a multi of your own.
 ///
 /// # Limits
 ///
@@ -101,7 +102,7 @@ pub const CHANGES_KEPT: usize = 4096;
 /// let guard = Mutex::new(&session, "/locks/orders")?.lock().await?;
 /// guard
 ///     .fenced()
-///     .check(limit.path(), limit.version())
+///     .unchanged(&limit)
 ///     .set_data("/state/orders/admitted", b"17", None)
 ///     .commit()
 ///     .await?;
