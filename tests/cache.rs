@@ -335,6 +335,32 @@ async fn finish(
     changes
 }
 
+/// A cache whose session is closed says so, keeps what it held readable, and fails waits
+/// for it to be synced with `Error::Closed`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_session_closes_the_cache() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "cache-closed", 0, SESSION_TIMEOUT).await;
+    let (root, client) = (&fx.root, &fx.observer);
+    let s = session(&fx.hosts, SESSION_TIMEOUT).await;
+    make(client, root, b"kept").await;
+    let cache = Cache::start(&s, root).await.unwrap();
+    s.close().await;
+    await_watch("closed", &mut cache.states(), |state| {
+        matches!(state, CacheState::Closed { .. })
+    })
+    .await;
+    assert!(matches!(cache.synced().await, Err(Error::Closed)));
+    assert!(matches!(
+        cache.snapshots().changed().await,
+        Err(Error::Closed)
+    ));
+    assert_eq!(cache.get(root).unwrap().data(), Some(&b"kept"[..]));
+    drop(cache);
+    remove_all(client, root).await;
+    fx.nothing_left().await;
+}
+
 /// Cuts the cache's connection until its client notices; the cache must say it may be
 /// stale, and keep answering reads from what it held.
 async fn cut_until_stale(cache: &Cache, proxy: &zk_harness::Proxy) {
