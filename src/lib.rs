@@ -17,6 +17,10 @@
 //!   member at a time under a fenced [`PartitionHold`].
 //! * [`Group`]: group membership (Curator's `GroupMember` layout): a member node kept
 //!   across session expiry, and live views of the members and of an election's leader.
+//! * [`Cache`]: a cache of a node and its subtree, kept by one persistent watch and read
+//!   again in full after every reconnection or expiry; it says when it may be stale, reports
+//!   each change once, and lets a decision commit only if the nodes it read are unchanged
+//!   ([`Fenced::unchanged`]).
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!
 //! Every recipe names its nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`,
