@@ -102,7 +102,8 @@ async fn fault(
             let client = live_client(s);
             expire_session(&zk.connect_string(), client.session()).await;
         }
-        "restart" => zk.restart(0).await,
+        // Killed now, started again below: the cache stays stale until it is back.
+        "restart" => zk.kill(0),
         other => panic!("no fault {other}"),
     }
     await_stale(cache, fault).await;
@@ -114,6 +115,9 @@ async fn fault(
     };
     assert!(since.elapsed() < PATIENCE);
     more_writes(writes, WRITES).await;
+    if fault == "restart" {
+        zk.restart(0).await;
+    }
     proxy.restore();
     let what = format!("synced after {fault}");
     bounded(&what, PATIENCE, cache.synced())
