@@ -21,6 +21,10 @@
 //!   across session expiry, and live views of the members and of an election's leader.
 //! * [`SharedCounter`]: a 32-bit counter in one node (Curator's `SharedCount` layout),
 //!   compare-and-set by version, with a watchable value that says when it may be stale.
+//! * [`Cache`]: a cache of a node and its subtree, kept by one persistent watch and read
+//!   again in full after every reconnection or expiry; it says when it may be stale, reports
+//!   each change once, and lets a decision commit only if the nodes it read are unchanged
+//!   ([`Fenced::unchanged`]).
 //! * [`Session`]: a ZooKeeper session that is renewed by itself after expiry.
 //!
 //! Every recipe names its nodes as Apache Curator does (`_c_<uuid>-lock-<seq>`,
@@ -96,6 +100,7 @@ mod error;
 mod hold;
 mod loss;
 mod metrics;
+mod node;
 mod path;
 mod queue;
 mod recipes;
@@ -106,7 +111,9 @@ pub use acl::NodeAcl;
 pub use error::{Error, Result};
 pub use hold::{Fenced, Hold, LossSignal, Written};
 pub use loss::Loss;
+pub use node::CachedNode;
 pub use path::check_path;
+pub use recipes::cache::{Cache, CacheState, Change, Snapshot, Snapshots, CHANGES_KEPT};
 pub use recipes::contenders::check_contender_id;
 pub use recipes::contenders::{Access, Contender};
 pub use recipes::counter::{CounterState, CounterValue, SharedCounter, Versioned};

@@ -18,19 +18,22 @@ use crate::{
     PATIENCE, WORK,
 };
 
-/// A tiny seeded xorshift64: the nemesis' choices, the same every run.
-struct Rng(u64);
+/// A tiny seeded xorshift64: the nemesis' choices (and a test's random writes), the same
+/// every run for one seed (not 0).
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    /// The next number.
+    pub fn number(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
 
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+    /// The next number below `n` (not 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.number() % n as u64) as usize
     }
 }
 
@@ -133,7 +136,7 @@ pub fn spawn_nemesis(
                     }
                 }
                 _ => {
-                    let data = rng.next().to_le_bytes();
+                    let data = rng.number().to_le_bytes();
                     let data: &[u8] = if rng.below(2) == 0 {
                         b"__REVOKE__"
                     } else {

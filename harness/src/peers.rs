@@ -82,7 +82,8 @@ fn curator_classpath() -> String {
     path.join(":")
 }
 
-/// Compiles `CuratorPeer.java` and `CuratorGroupPeer.java` once per test binary; the
+/// Compiles `CuratorPeer.java`, `CuratorGroupPeer.java` and `CuratorCachePeer.java` once per
+/// test binary; the
 /// directory holding their classes.
 fn curator_classes() -> &'static Path {
     static CLASSES: OnceLock<PathBuf> = OnceLock::new();
@@ -95,6 +96,7 @@ fn curator_classes() -> &'static Path {
             .arg(&out)
             .arg(&source)
             .arg(interop_dir().join("CuratorGroupPeer.java"))
+            .arg(interop_dir().join("CuratorCachePeer.java"))
             .output()
             .unwrap_or_else(|e| {
                 panic!("cannot run {javac} to build the Curator peer (install a JDK): {e}")
@@ -295,13 +297,38 @@ impl Peer {
     /// A Curator client (one session) whose `GroupMember`s join the group on `path`
     /// (`tests/interop/CuratorGroupPeer.java` lists its commands).
     pub async fn curator_group(zk: &Ensemble, path: &str) -> Peer {
-        let classes = curator_classes().display().to_string();
-        let classpath = format!("{}:{classes}", curator_classpath());
-        let java = std::env::var("INTEROP_JAVA").unwrap_or_else(|_| "java".into());
-        let mut cmd = Command::new(java);
-        cmd.args(["-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-            .args(["-Djava.net.preferIPv4Stack=true", "-cp", &classpath])
-            .args(["CuratorGroupPeer", &zk.connect_string(), path]);
-        Peer::start("curator-group", cmd).await
+        let cmd = curator_program("CuratorGroupPeer", &["-Xmx128m", "-XX:TieredStopAtLevel=1"]);
+        Peer::start("curator-group", with_target(cmd, zk, path)).await
     }
+
+    /// A Curator client (one session) that keeps a `CuratorCache` of `path`
+    /// (`tests/interop/CuratorCachePeer.java` lists its commands), with room for a large
+    /// cache (1 GiB of heap) and the optimizing compiler, for benchmarks.
+    pub async fn curator_cache(zk: &Ensemble, path: &str) -> Peer {
+        let cmd = curator_program("CuratorCachePeer", &["-Xmx1g"]);
+        Peer::start("curator-cache", with_target(cmd, zk, path)).await
+    }
+}
+
+/// `java` running the Curator peer `class` with the JVM options `options`.
+fn curator_program(class: &str, options: &[&str]) -> Command {
+    let classes = curator_classes().display().to_string();
+    let classpath = format!("{}:{classes}", curator_classpath());
+    let java = std::env::var("INTEROP_JAVA").unwrap_or_else(|_| "java".into());
+    let mut cmd = Command::new(java);
+    cmd.args(options)
+        .args([
+            "-XX:+UseSerialGC",
+            "-Djava.net.preferIPv4Stack=true",
+            "-cp",
+            &classpath,
+        ])
+        .arg(class);
+    cmd
+}
+
+/// `cmd` with the servers of `zk` and `path` as its arguments.
+fn with_target(mut cmd: Command, zk: &Ensemble, path: &str) -> Command {
+    cmd.args([&zk.connect_string(), path]);
+    cmd
 }

@@ -12,6 +12,7 @@ use zookeeper_client::{CreateMode, MultiWriteError, MultiWriteResult, MultiWrite
 use super::Core;
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::node::CachedNode;
 use crate::path;
 use crate::queue::MAX_DATA;
 use parents::{Parents, Slot};
@@ -233,6 +234,16 @@ impl Fenced {
             version,
         });
         self
+    }
+
+    /// Checks that `node`, as a [`Cache`](crate::Cache) read it, is unchanged: that its
+    /// data version is still the one read ([`check`](Self::check) with
+    /// [`CachedNode::version`]). A decision made from the cache then commits only if what
+    /// it read is still so, and only while the hold is intact. A node written since, or
+    /// deleted, fails the transaction with [`Error::FencedOpFailed`] (`BadVersion`,
+    /// `NoNode`) naming this operation: nothing is written.
+    pub fn unchanged(self, node: &CachedNode) -> Fenced {
+        self.check(node.path(), node.version())
     }
 
     /// Writes every operation added, in one request, only if the hold is intact: all of them,

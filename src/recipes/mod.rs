@@ -4,6 +4,7 @@
 //! ids) and `view` (the live view behind `Group::watch_members` and
 //! `LeaderElection::watch_leader`) are what recipes share.
 
+pub(crate) mod cache;
 pub(crate) mod contenders;
 pub(crate) mod counter;
 pub(crate) mod election;

@@ -1,0 +1,547 @@
+//! The cache of a subtree: it loads and follows the servers with one persistent watch (the
+//! watches read from the server), reports each change once and in order per node, says it
+//! may be stale while cut off, and matches the servers again after a reconnection or an
+//! expiry (changes made meanwhile reported); bad paths are refused at once; a decision
+//! from the cache commits only if what it read is unchanged. Under random writers and
+//! every fault at once: `cache/faults.rs`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+use zk_harness::{
+    await_watch, bounded, expire_session, live_client, session, session_id, Ensemble, Fixture,
+    PATIENCE,
+};
+use zk_recipes::{Cache, CacheState, Change, Error, Mutex, Session};
+use zookeeper_client::{Client, CreateMode, Stat};
+
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a node is, as compared between the cache and the servers: data, czxid, mzxid,
+/// version.
+type Seen = (Vec<u8>, i64, i64, i32);
+
+fn seen(data: &[u8], stat: &Stat) -> Seen {
+    (data.to_vec(), stat.czxid, stat.mzxid, stat.version)
+}
+
+/// The subtree at `root` as the servers hold it, read afresh node by node.
+async fn on_servers(client: &Client, root: &str) -> BTreeMap<String, Seen> {
+    let mut nodes = BTreeMap::new();
+    let mut todo = vec![root.to_owned()];
+    while let Some(path) = todo.pop() {
+        let Ok((data, stat)) = client.get_data(&path).await else {
+            continue;
+        };
+        nodes.insert(path.clone(), seen(&data, &stat));
+        if let Ok(children) = client.list_children(&path).await {
+            todo.extend(children.iter().map(|c| format!("{path}/{c}")));
+        }
+    }
+    nodes
+}
+
+/// The subtree as the cache holds it.
+fn in_cache(cache: &Cache) -> BTreeMap<String, Seen> {
+    cache
+        .snapshot()
+        .iter()
+        .map(|node| {
+            let data = node.data().expect("readable");
+            (node.path().to_owned(), seen(data, node.stat()))
+        })
+        .collect()
+}
+
+/// Makes `path` (persistent) with `data`.
+async fn make(client: &Client, path: &str, data: &[u8]) {
+    client
+        .create(
+            path,
+            data,
+            &CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("create {path}: {err}"));
+}
+
+/// Deletes `root` and everything under it.
+async fn remove_all(client: &Client, root: &str) {
+    let mut order = Vec::new();
+    let mut todo = vec![root.to_owned()];
+    while let Some(path) = todo.pop() {
+        if let Ok(children) = client.list_children(&path).await {
+            todo.extend(children.iter().map(|c| format!("{path}/{c}")));
+            order.push(path);
+        }
+    }
+    for path in order.iter().rev() {
+        let _ = client.delete(path, None).await;
+    }
+}
+
+/// Makes the marker `root/.marker-N`, waits until the cache holds it, and deletes it: every
+/// notification sent before it (of the writes before it) has then been read. Returns when
+/// the cache no longer holds it.
+async fn barrier(cache: &Cache, client: &Client, root: &str, n: usize) {
+    let marker = format!("{root}/.marker-{n}");
+    make(client, &marker, b"").await;
+    let mut snapshots = cache.snapshots();
+    bounded("the cache holds the marker", PATIENCE, async {
+        while cache.get(&marker).is_none() {
+            snapshots.changed().await.expect("the cache follows");
+        }
+    })
+    .await;
+    client.delete(&marker, None).await.expect("delete marker");
+    bounded("the cache drops the marker", PATIENCE, async {
+        while cache.get(&marker).is_some() {
+            snapshots.changed().await.expect("the cache follows");
+        }
+    })
+    .await;
+}
+
+/// Records every change the cache reports, to check at the end.
+struct ChangeLog {
+    task: JoinHandle<Vec<Change>>,
+}
+
+impl ChangeLog {
+    fn start(cache: &Cache) -> ChangeLog {
+        let mut changes = cache.changes();
+        let task = tokio::spawn(async move {
+            let mut log = Vec::new();
+            loop {
+                match changes.recv().await {
+                    Ok(change) => log.push(change),
+                    Err(broadcast::error::RecvError::Closed) => return log,
+                    Err(broadcast::error::RecvError::Lagged(n)) => panic!("lagged by {n}"),
+                }
+            }
+        });
+        ChangeLog { task }
+    }
+
+    /// The changes reported so far (the cache must be dropped first: its channel closes).
+    async fn finish(self) -> Vec<Change> {
+        bounded("the change log ends", PATIENCE, self.task)
+            .await
+            .expect("change log task")
+    }
+}
+
+/// Replays `changes` over `initial` (the cache when they started), checking that each goes
+/// from a state to a later one, per node: an update of the node held to a later write, a
+/// creation where none is held (of a later node than the last one deleted), a deletion of
+/// the very state held; so none is reported twice. Returns where they lead.
+fn replay(initial: &BTreeMap<String, Seen>, changes: &[Change]) -> BTreeMap<String, Seen> {
+    let mut held = initial.clone();
+    let mut last_czxid: BTreeMap<String, i64> = BTreeMap::new();
+    for change in changes {
+        let node = change.node();
+        let path = node.path().to_owned();
+        let now = seen(node.data().unwrap_or_default(), node.stat());
+        match change {
+            Change::Created(_) => {
+                assert!(!held.contains_key(&path), "{path} created twice");
+                let before = last_czxid.get(&path).copied().unwrap_or(i64::MIN);
+                assert!(
+                    node.czxid() > before,
+                    "{path} created again as an older node"
+                );
+                held.insert(path, now);
+            }
+            Change::Updated(_) => {
+                let old = held
+                    .get(&path)
+                    .unwrap_or_else(|| panic!("{path} updated unheld"));
+                assert_eq!(old.1, node.czxid(), "{path} updated across nodes");
+                assert!(
+                    node.mzxid() > old.2,
+                    "{path} updated to an older write, or twice"
+                );
+                held.insert(path, now);
+            }
+            Change::Deleted(_) => {
+                let old = held
+                    .remove(&path)
+                    .unwrap_or_else(|| panic!("{path} deleted twice"));
+                assert_eq!(old, now, "{path} deleted in another state than held");
+                last_czxid.insert(path, node.czxid());
+            }
+            other => panic!("unknown change {other:?}"),
+        }
+    }
+    held
+}
+
+/// A session's id, for the servers' watch lists.
+fn watcher_of(session: &Session) -> String {
+    session_id(session)
+}
+
+/// Waits until the servers list exactly `session` as the one watcher of `root`, and no
+/// watch on any node under it: one persistent watch, not one per node.
+async fn one_watch(zk: &Ensemble, root: &str, session: &Session) {
+    let who = watcher_of(session);
+    zk.await_watcher(root, &who).await;
+    let watchers = zk.watchers(root).await;
+    assert_eq!(
+        watchers.into_iter().collect::<Vec<_>>(),
+        [who],
+        "watchers of {root}"
+    );
+    assert!(
+        zk.watched_under(root).await.is_empty(),
+        "no watch under {root}: {:?}",
+        zk.watched_under(root).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loads_follows_and_reports_each_change_once_with_one_watch() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "cache", 1, SESSION_TIMEOUT).await;
+    let (root, client) = (&fx.root, &fx.observer);
+    make(client, root, b"root").await;
+    for i in 0..20 {
+        make(client, &format!("{root}/n{i}"), format!("{i}").as_bytes()).await;
+        make(client, &format!("{root}/n{i}/c"), b"child").await;
+    }
+    let cache = Cache::start(&fx.sessions[0], root).await.unwrap();
+    assert_eq!(cache.state(), CacheState::Synced);
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    assert_eq!(cache.snapshot().len(), 41);
+    let names: Vec<_> = cache
+        .children(&format!("{root}/n1"))
+        .iter()
+        .map(|n| n.path().to_owned())
+        .collect();
+    assert_eq!(names, [format!("{root}/n1/c")]);
+    assert_eq!(cache.children(root).len(), 20);
+    one_watch(zk, root, &fx.sessions[0]).await;
+
+    let log = ChangeLog::start(&cache);
+    let loaded = in_cache(&cache);
+    let before = cache.snapshot();
+    client
+        .set_data(&format!("{root}/n0"), b"x", None)
+        .await
+        .unwrap();
+    client
+        .set_data(&format!("{root}/n0"), b"y", None)
+        .await
+        .unwrap();
+    client.delete(&format!("{root}/n1/c"), None).await.unwrap();
+    client.delete(&format!("{root}/n2/c"), None).await.unwrap();
+    make(client, &format!("{root}/n2/c"), b"again").await;
+    make(client, &format!("{root}/n3/c/deep"), b"deep").await;
+    barrier(&cache, client, root, 0).await;
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    assert_eq!(before.len(), 41, "a snapshot taken before is untouched");
+    assert_eq!(
+        cache.get(&format!("{root}/n0")).unwrap().data(),
+        Some(&b"y"[..])
+    );
+    one_watch(zk, root, &fx.sessions[0]).await;
+
+    let now = in_cache(&cache);
+    drop(cache);
+    let changes = log.finish().await;
+    let paths: Vec<_> = changes.iter().map(|c| c.path().to_owned()).collect();
+    assert!(
+        !paths.contains(&format!("{root}/n5")),
+        "untouched nodes are not reported"
+    );
+    assert_eq!(replay(&loaded, &changes), now);
+    let n2 = format!("{root}/n2/c");
+    let of_n2: Vec<_> = changes.iter().filter(|c| c.path() == n2).collect();
+    assert!(
+        matches!(of_n2[..], [Change::Deleted(_), Change::Created(_)]),
+        "deleted and made again: {of_n2:?}"
+    );
+    remove_all(client, root).await;
+    fx.nothing_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_path_is_refused_at_once_and_a_missing_one_fills_when_made() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "cache-missing", 1, SESSION_TIMEOUT).await;
+    let s = &fx.sessions[0];
+    for bad in [
+        "",
+        "relative",
+        "/trailing/",
+        "/a//b",
+        "/zookeeper/quota",
+        "/",
+    ] {
+        let started = bounded(
+            "a bad path is refused",
+            Duration::from_secs(1),
+            Cache::start(s, bad),
+        )
+        .await;
+        assert!(
+            matches!(started, Err(Error::InvalidPath { .. })),
+            "{bad:?}: {started:?}"
+        );
+    }
+    let (root, client) = (&fx.root, &fx.observer);
+    let cache = Cache::start(s, root).await.unwrap();
+    assert!(cache.snapshot().is_empty());
+    assert_eq!(cache.state(), CacheState::Synced);
+    make(client, root, b"").await;
+    make(client, &format!("{root}/a"), b"1").await;
+    barrier(&cache, client, root, 0).await;
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    drop(cache);
+    remove_all(client, root).await;
+    fx.nothing_left().await;
+}
+
+/// A fixture with no recipe session of its own, a proxy to the one server, a session
+/// through it, and the root made.
+async fn cut_off_able(zk: &Ensemble, name: &str) -> (Fixture, zk_harness::Proxy, Session) {
+    let fx = Fixture::new(zk, name, 0, SESSION_TIMEOUT).await;
+    let proxy = zk.proxy(0).await;
+    let s = session(&proxy.address(), SESSION_TIMEOUT).await;
+    make(&fx.observer, &fx.root, b"").await;
+    (fx, proxy, s)
+}
+
+/// Drops the cache, checks that its changes led from `loaded` to what it held last, and
+/// leaves nothing behind; returns the changes.
+async fn finish(
+    fx: Fixture,
+    cache: Cache,
+    log: ChangeLog,
+    loaded: &BTreeMap<String, Seen>,
+) -> Vec<Change> {
+    let now = in_cache(&cache);
+    drop(cache);
+    let changes = log.finish().await;
+    assert_eq!(
+        &replay(loaded, &changes),
+        &now,
+        "the changes lead to what it holds"
+    );
+    remove_all(&fx.observer, &fx.root).await;
+    fx.nothing_left().await;
+    changes
+}
+
+/// A cache whose session is closed says so, keeps what it held readable, and fails waits
+/// for it to be synced with `Error::Closed`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_session_closes_the_cache() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "cache-closed", 0, SESSION_TIMEOUT).await;
+    let (root, client) = (&fx.root, &fx.observer);
+    let s = session(&fx.hosts, SESSION_TIMEOUT).await;
+    make(client, root, b"kept").await;
+    let cache = Cache::start(&s, root).await.unwrap();
+    s.close().await;
+    await_watch("closed", &mut cache.states(), |state| {
+        matches!(state, CacheState::Closed { .. })
+    })
+    .await;
+    assert!(matches!(cache.synced().await, Err(Error::Closed)));
+    assert!(matches!(
+        cache.snapshots().changed().await,
+        Err(Error::Closed)
+    ));
+    assert_eq!(cache.get(root).unwrap().data(), Some(&b"kept"[..]));
+    drop(cache);
+    remove_all(client, root).await;
+    fx.nothing_left().await;
+}
+
+/// Cuts the cache's connection until its client notices; the cache must say it may be
+/// stale, and keep answering reads from what it held.
+async fn cut_until_stale(cache: &Cache, proxy: &zk_harness::Proxy) {
+    proxy.cut();
+    await_watch(
+        "the cache says it may be stale",
+        &mut cache.states(),
+        |state| matches!(state, CacheState::Stale { .. }),
+    )
+    .await;
+}
+
+/// The test that fails without the resync: changes made while the cache was cut off
+/// (a node made, one written, one deleted, one deleted and made again) are in the cache,
+/// and reported once each, after the reconnection; and changes after it are followed (the
+/// watch was set again: zookeeper-client does not set a persistent watch again itself).
+#[tokio::test(flavor = "multi_thread")]
+async fn changes_made_while_cut_off_are_reported_after_the_reconnection() {
+    let zk = Ensemble::shared(1).await;
+    let (fx, proxy, cut) = cut_off_able(zk, "cache-cut").await;
+    let (root, client) = (&fx.root.clone(), &fx.observer.clone());
+    for name in ["written", "deleted", "again"] {
+        make(client, &format!("{root}/{name}"), b"0").await;
+    }
+    let cache = Cache::start(&cut, root).await.unwrap();
+    let log = ChangeLog::start(&cache);
+    let held = in_cache(&cache);
+
+    cut_until_stale(&cache, &proxy).await;
+    let CacheState::Stale { since } = cache.state() else {
+        unreachable!()
+    };
+    assert!(since.elapsed() < PATIENCE);
+    make(client, &format!("{root}/made"), b"new").await;
+    client
+        .set_data(&format!("{root}/written"), b"1", None)
+        .await
+        .unwrap();
+    client
+        .delete(&format!("{root}/deleted"), None)
+        .await
+        .unwrap();
+    client.delete(&format!("{root}/again"), None).await.unwrap();
+    make(client, &format!("{root}/again"), b"0").await;
+    assert_eq!(in_cache(&cache), held, "reads answer from what it held");
+    assert!(matches!(cache.state(), CacheState::Stale { .. }));
+
+    proxy.restore();
+    bounded("synced again", PATIENCE, cache.synced())
+        .await
+        .unwrap();
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    // Followed after the reconnection: the watch is set again.
+    make(client, &format!("{root}/after"), b"").await;
+    barrier(&cache, client, root, 0).await;
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    one_watch(zk, root, &cut).await;
+
+    let changes = finish(fx, cache, log, &held).await;
+    let mut kinds: Vec<(String, &str)> = changes
+        .iter()
+        .filter(|c| !c.path().contains(".marker"))
+        .map(|c| {
+            let kind = match c {
+                Change::Created(_) => "created",
+                Change::Updated(_) => "updated",
+                Change::Deleted(_) => "deleted",
+                _ => "other",
+            };
+            (c.path().trim_start_matches(root.as_str()).to_owned(), kind)
+        })
+        .collect();
+    kinds.sort();
+    let expected = [
+        ("/after", "created"),
+        ("/again", "created"),
+        ("/again", "deleted"),
+        ("/deleted", "deleted"),
+        ("/made", "created"),
+        ("/written", "updated"),
+    ];
+    assert_eq!(kinds, expected.map(|(p, k)| (p.to_owned(), k)));
+    cut.close();
+}
+
+/// After the session expired, the cache follows on the new one: it says it may be stale
+/// meanwhile, reads everything again, and its one watch is the new session's.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_expiry_the_cache_follows_on_the_new_session() {
+    let zk = Ensemble::shared(1).await;
+    let (fx, proxy, s) = cut_off_able(zk, "cache-expiry").await;
+    let (root, client) = (&fx.root.clone(), &fx.observer.clone());
+    make(client, &format!("{root}/a"), b"0").await;
+    let cache = Cache::start(&s, root).await.unwrap();
+    let log = ChangeLog::start(&cache);
+    let loaded = in_cache(&cache);
+    let old = live_client(&s);
+    // Cut off first, so that the cache stays stale until the proxy lets it back.
+    cut_until_stale(&cache, &proxy).await;
+    expire_session(&fx.hosts, old.session()).await;
+    drop(old);
+    client
+        .set_data(&format!("{root}/a"), b"1", None)
+        .await
+        .unwrap();
+    make(client, &format!("{root}/b"), b"").await;
+    assert!(matches!(cache.state(), CacheState::Stale { .. }));
+    proxy.restore();
+    bounded("synced again", PATIENCE, cache.synced())
+        .await
+        .unwrap();
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    barrier(&cache, client, root, 0).await;
+    one_watch(zk, root, &s).await;
+    finish(fx, cache, log, &loaded).await;
+    s.close();
+}
+
+/// A decision made from the cache commits, fenced, only while what it read is unchanged:
+/// a node written since fails the transaction at its check, and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fenced_decision_commits_only_if_the_nodes_read_are_unchanged() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "cache-fenced", 1, SESSION_TIMEOUT).await;
+    let (root, client) = (&fx.root, &fx.observer);
+    let s = &fx.sessions[0];
+    let config = format!("{root}/config");
+    let decided = format!("{root}/decided");
+    make(client, root, b"").await;
+    make(client, &config, b"limit=1").await;
+    make(client, &decided, b"").await;
+    let cache = Cache::start(s, &config).await.unwrap();
+    let read = cache.get(&config).unwrap();
+    let guard = Mutex::new(s, &format!("{root}/lock"))
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+
+    guard
+        .fenced()
+        .unchanged(&read)
+        .set_data(&decided, b"1", None)
+        .commit()
+        .await
+        .unwrap();
+    client.set_data(&config, b"limit=2", None).await.unwrap();
+    let refused = guard
+        .fenced()
+        .unchanged(&read)
+        .set_data(&decided, b"2", None)
+        .commit()
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(Error::FencedOpFailed {
+                index: 0,
+                reason: zookeeper_client::Error::BadVersion,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(client.get_data(&decided).await.unwrap().0, b"1");
+    barrier(&cache, client, &config, 0).await;
+    let fresh = cache.get(&config).unwrap();
+    assert_eq!(fresh.data(), Some(&b"limit=2"[..]));
+    guard
+        .fenced()
+        .unchanged(&fresh)
+        .set_data(&decided, b"2", None)
+        .commit()
+        .await
+        .unwrap();
+
+    guard.release().await.unwrap();
+    drop(cache);
+    remove_all(client, root).await;
+    fx.nothing_left().await;
+}
+
+#[path = "cache/faults.rs"]
+mod faults;
