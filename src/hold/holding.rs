@@ -159,17 +159,16 @@ impl Holding {
         let Some(ticket) = self.ticket.take() else {
             return Ok(());
         };
-        let lost_error = self.core.lost_error();
         if matches!(lost, Some(Loss::SessionExpired | Loss::Closed)) {
             ticket.disown();
-            return Err(lost_error);
+            return Err(self.core.lost_error());
         }
         match (ticket.leave().await?, lost) {
             (Left::Deleted | Left::WithSession, None) => {
                 debug!(node = %self.core.node(), "released");
                 Ok(())
             }
-            (Left::AlreadyGone, _) | (_, Some(_)) => Err(lost_error),
+            (Left::AlreadyGone, _) | (_, Some(_)) => Err(self.core.lost_error()),
         }
     }
 }

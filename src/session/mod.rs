@@ -471,6 +471,17 @@ impl Session {
         drop(self.inner.runtime.spawn(task));
     }
 
+    /// Makes the runtime the session was made on the current one until the guard is
+    /// dropped: timers and tasks made meanwhile belong to it, whichever thread polls, in a
+    /// runtime or not. `None` on a thread that is exiting (its thread-locals are gone),
+    /// where no runtime can be entered.
+    pub(crate) fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
+        match tokio::runtime::Handle::try_current() {
+            Err(err) if err.is_thread_local_destroyed() => None,
+            _ => Some(self.inner.runtime.enter()),
+        }
+    }
+
     /// A permit to enter the queue under `root` (waited for while a bounded number of
     /// entries on that root are under way, see [`permits`]) and the client of the live
     /// session once it is connected. The entry gives the permit back once its create and
