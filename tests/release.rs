@@ -4,9 +4,11 @@
 //!
 //! * A release lost with the connection, again and again, finishes; a give-up lost with it
 //!   leaves nothing behind.
-//! * `release()` and `resign()` on a cut connection wait for it and succeed.
-//! * A guard dropped outside a runtime releases; a dropped guard is gone for its session's
-//!   next request; a re-entered share released after a loss says lost.
+//! * `release()` and `resign()` on a cut connection wait for it and succeed; a `release()`
+//!   dropped meanwhile still finishes, and one awaited on a runtime without timers too.
+//! * A guard dropped outside a runtime releases, with the connection up or cut; a dropped
+//!   guard is gone for its session's next request; a re-entered share released after a loss
+//!   says lost.
 //! * No release writes into the lock path. Under creator ACLs a release still signals its
 //!   successor in one transaction; under a root that refuses the signal it leaves nothing.
 
@@ -54,6 +56,34 @@ impl Queue {
             guard,
             waiter,
             _other: other,
+        }
+    }
+}
+
+/// A [`Queue`] whose holder's session (tolerant of suspension, through a proxy) is cut
+/// off: the holder's connection is down and it knows.
+struct CutHolder {
+    queue: Queue,
+    root: String,
+    proxy: Proxy,
+    _holder: Session,
+    _ensemble: Ensemble,
+}
+
+impl CutHolder {
+    async fn new(name: &str, timeout: Duration) -> CutHolder {
+        let ensemble = Ensemble::start(1).await;
+        let root = unique_root(name);
+        let proxy = ensemble.proxy(0).await;
+        let holder = tolerant_session(&proxy.address(), timeout).await;
+        let queue = Queue::new(&ensemble, &holder, &root).await;
+        cut_off(&proxy, &holder).await;
+        CutHolder {
+            queue,
+            root,
+            proxy,
+            _holder: holder,
+            _ensemble: ensemble,
         }
     }
 }
@@ -133,16 +163,55 @@ async fn a_give_up_lost_with_the_connection_leaves_nothing_behind() {
 /// holds at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_on_a_cut_connection_waits_for_it_and_succeeds() {
-    let ensemble = Ensemble::start(1).await;
-    let root = unique_root("release-cut");
-    let proxy = ensemble.proxy(0).await;
-    let holder = tolerant_session(&proxy.address(), SESSION_TIMEOUT).await;
-    let queue = Queue::new(&ensemble, &holder, &root).await;
-
-    cut_off(&proxy, &holder).await;
-    let releasing = tokio::spawn(queue.guard.release());
-    proxy.restore();
+    let cut = CutHolder::new("release-cut", SESSION_TIMEOUT).await;
+    let releasing = tokio::spawn(cut.queue.guard.release());
+    cut.proxy.restore();
     let released = bounded("the release", PATIENCE, releasing).await.unwrap();
+    assert!(released.is_ok(), "release: {released:?}");
+    the_next_holds(cut.queue.waiter, &cut.queue.observer, &cut.root).await;
+}
+
+/// A `release()` dropped while its removal waits for a cut connection (the awaiting task
+/// runs the removal) leaves the rest to the session's runtime: once the connection is
+/// back, the node is gone and the waiter holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_dropped_on_a_cut_connection_still_finishes() {
+    let cut = CutHolder::new("release-dropped", LONG_SESSION_TIMEOUT).await;
+    let (queue, root) = (cut.queue, cut.root);
+    let dropped = tokio::time::timeout(Duration::from_millis(200), queue.guard.release()).await;
+    assert!(
+        dropped.is_err(),
+        "released on a cut connection: {dropped:?}"
+    );
+    assert_eq!(children(&queue.observer, &root).await.len(), 2);
+    cut.proxy.restore();
+    the_next_holds(queue.waiter, &queue.observer, &root).await;
+}
+
+/// A `release()` awaited on another runtime than the session's, one without timers, on a
+/// cut connection: the removal's timers are the session runtime's, so it waits for the
+/// connection and succeeds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_awaited_on_a_runtime_without_timers_finishes() {
+    let cut = CutHolder::new("release-no-timers", LONG_SESSION_TIMEOUT).await;
+    let (queue, root, proxy) = (cut.queue, cut.root, cut.proxy);
+    let guard = queue.guard;
+    let releasing = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime without timers");
+        runtime.block_on(guard.release())
+    });
+    await_count(&queue.observer, &root, 2).await;
+    proxy.restore();
+    let released = bounded(
+        "the release",
+        PATIENCE,
+        tokio::task::spawn_blocking(move || releasing.join()),
+    )
+    .await
+    .unwrap()
+    .expect("the releasing thread");
     assert!(released.is_ok(), "release: {released:?}");
     the_next_holds(queue.waiter, &queue.observer, &root).await;
 }
@@ -210,6 +279,20 @@ async fn a_guard_dropped_outside_a_runtime_releases() {
     .expect("lock");
     next.release().await.unwrap();
     await_empty(&observer, &root).await;
+}
+
+/// A guard dropped on a thread without a tokio runtime while its connection is cut: the
+/// removal waits for the connection on the session's runtime (no panic for want of a
+/// timer), and the node is gone once the connection is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_dropped_outside_a_runtime_on_a_cut_connection_releases() {
+    let cut = CutHolder::new("drop-off-runtime-cut", LONG_SESSION_TIMEOUT).await;
+    let (queue, root) = (cut.queue, cut.root);
+    let guard = queue.guard;
+    let dropped = std::thread::spawn(move || drop(guard)).join();
+    assert!(dropped.is_ok(), "dropping the guard panicked");
+    cut.proxy.restore();
+    the_next_holds(queue.waiter, &queue.observer, &root).await;
 }
 
 /// A share of a re-entered hold released after the lock was lost says so, like the last.

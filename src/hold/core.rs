@@ -94,6 +94,16 @@ impl Core {
         &self.node
     }
 
+    /// The session the hold was made on.
+    pub(super) fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Full path of the holder's node, shared.
+    pub(super) fn shared_node(&self) -> Arc<str> {
+        self.node.clone()
+    }
+
     /// The fencing token: the zxid that created the node; greater for every later holder.
     pub(crate) fn token(&self) -> u64 {
         self.token

@@ -1,47 +1,53 @@
-//! Holding: a first contender watched in the background for the moment it can no longer be
-//! trusted, and released so that nothing of ours is left behind.
+//! Holding: a first contender watched for the moment it can no longer be trusted, and
+//! released so that nothing of ours is left behind.
+//!
+//! What ends every hold of a session (a suspension, expiry, the close, the clock) is read
+//! from the session's [`Liveness`](crate::session::Liveness), which its keeper ends, at
+//! every look: no task per hold. What ends one hold (its node deleted by someone) needs a
+//! watch on its node, kept by a task of the hold's own, the monitor: started at once for an
+//! election's leadership and a holder that waited (its watch is set already), and for a
+//! lock's or a lease's holder only once the hold has lasted the session's deferral or its
+//! loss is awaited. A short critical section then costs no task, no timer, no watch.
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Weak;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 use tracing::{debug, info_span, warn, Instrument};
-use zookeeper_client::{Client, EventType, OneshotWatcher};
+use zookeeper_client::{Client, EventType, OneshotWatcher, SessionState};
 
-use super::trust::{Announce, Report, Trust};
+use super::trust::{Announce, Publisher, Report, Trust, WatchNow};
 use super::Core;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
 use crate::metrics::{self, NodeKind};
 use crate::queue::{armed, Armed, Left, Ticket};
-use crate::session::{connection_lost, retry, terminal};
+use crate::session::{connection_lost, retry, terminal, Due, Session};
 
-/// How long after acquisition a holder starts watching its own node for deletion by someone
-/// else (at once when its loss is awaited): short critical sections then cost no watch
-/// request; session expiry and suspension are noticed from the start regardless.
-const NODE_WATCH_DELAY: Duration = Duration::from_millis(10);
-
-/// How a lock's or a lease's holding watches its node: from [`NODE_WATCH_DELAY`] on, or at
-/// once when its loss is awaited.
-pub(crate) const LOCK_WATCH: NodeWatch = NodeWatch::After(NODE_WATCH_DELAY);
+/// How a lock's or a lease's holding watches its node: from the session's deferral on
+/// ([`Session::defer`]: 10 to 20 ms after acquisition), or at once when its loss is
+/// awaited; short critical sections then cost no watch request, and no task. Session
+/// expiry and suspension are noticed from the start regardless (the session's keeper ends
+/// the hold's epoch, see [`Liveness`](crate::session::Liveness)).
+pub(crate) const LOCK_WATCH: NodeWatch = NodeWatch::Deferred;
 
 /// When a holder starts watching its own node for deletion by someone else.
 pub(crate) enum NodeWatch {
     /// At once.
     Now,
-    /// After this delay, or as soon as someone awaits the loss: a short critical section
-    /// then costs no watch request. Expiry and suspension are noticed from the start.
-    After(Duration),
+    /// After the session's deferral ([`Session::defer`]), or as soon as someone awaits the
+    /// loss; a hold that ends before costs no task.
+    Deferred,
     /// It is watched already: this watch was set while it waited.
     Set(Armed),
 }
 
 /// A contender that holds (first, or among few enough), with its node known to exist: the
-/// owner of a hold's [`Core`], watched in the background for its loss, and the one way a
-/// hold's node is released. Dropping it deletes the node in the background.
+/// owner of a hold's [`Core`], watched for its loss, and the one way a hold's node is
+/// released. Dropping it deletes the node in the background.
 #[derive(Debug)]
 pub(crate) struct Holding {
     ticket: Option<Ticket>,
@@ -50,66 +56,71 @@ pub(crate) struct Holding {
     /// reports [`Loss::Closed`] before the node is deleted on purpose, so that its deletion
     /// is not a loss).
     report: Report,
-    monitor: JoinHandle<()>,
+    /// Its monitor: the task that watches it for its loss, once started.
+    monitor: Arc<Monitoring>,
     /// When it started holding, and what the node is, for metrics.
     since: (Instant, NodeKind),
 }
 
 impl Holding {
     /// Starts watching `contender`, which must hold (be first, or among few enough), for its
-    /// loss; `announce` runs as part of publishing it.
+    /// loss; `announce` runs as part of publishing it. The monitor, a task, starts at once
+    /// unless `node_watch` defers it; a deferred hold's losses of the whole session are read
+    /// from its session's [`Liveness`](crate::session::Liveness) meanwhile.
     pub(crate) fn start(
         mut ticket: Ticket,
         node_watch: NodeWatch,
         announce: Option<Announce>,
     ) -> Holding {
         // A watch on the node that is set already (while it waited) costs nothing to keep.
-        let set = ticket.take_own_watch();
-        let session = ticket.session();
-        let client = ticket.client();
-        let live = client.upgrade();
-        let liveness = live.as_ref().and_then(|c| session.liveness(c));
-        let (trust, report) = Trust::new(liveness);
-        let watching = Watching {
-            client: client.clone(),
-            node: ticket.node().into(),
-            trust: trust.clone(),
-            tolerated: live.as_ref().and_then(|c| session.tolerated(c)),
-        };
-        let core = Core::new(&ticket, trust);
-        // Not the session itself: a monitor that waits for its watch to fire must not keep
-        // a session open that its owner dropped.
-        let closing = session.closing();
-        let node_watch = match set {
+        let node_watch = match ticket.take_own_watch() {
             Some(set) => NodeWatch::Set(set),
             None => node_watch,
         };
-        let span = info_span!("zk.hold.watch", node = %ticket.node());
+        let session = ticket.session().clone();
+        let client = ticket.client();
+        let live = client.upgrade();
+        let liveness = live.as_ref().and_then(|c| session.liveness(c));
+        // A hold made on a connection that is down already is watched at once: the keeper
+        // may have ended the epoch of that suspension before this one began.
+        let connected = live
+            .as_ref()
+            .is_some_and(|c| c.state() == SessionState::SyncConnected);
+        let deferred = matches!(node_watch, NodeWatch::Deferred) && announce.is_none() && connected;
+        let monitoring = Arc::new(Monitoring(Mutex::new(Monitor::Ended)));
+        let awaited = deferred.then(|| Arc::downgrade(&monitoring) as Weak<dyn WatchNow>);
+        let (trust, report) = Trust::new(liveness, awaited);
+        let core = Core::new(&ticket, trust);
         let kind = ticket.kind();
-        let mut publisher = report.publisher(announce);
-        let monitor = tokio::spawn(
-            async move {
-                let loss = watching.lost(node_watch, closing).await;
-                if publisher.ended() {
-                    // Released or dropped: its deletion was no loss.
-                    return;
-                }
-                publisher.saw(loss);
-                // Published before anything else is done about it: nothing that follows
-                // (a subscriber that panics, a stderr that cannot be written) can keep
-                // the holder from learning it.
-                drop(publisher);
-                metrics::lost(kind, loss);
-                warn!(?loss, "can no longer be trusted");
-            }
-            .instrument(span),
-        );
+        let pending = Pending {
+            watching: Watching {
+                client,
+                node: core.shared_node(),
+                trust: core.trust().clone(),
+                tolerated: live.as_ref().and_then(|c| session.tolerated(c)),
+            },
+            publisher: report.publisher(announce),
+            set: match node_watch {
+                NodeWatch::Set(set) => Some(set),
+                NodeWatch::Now | NodeWatch::Deferred => None,
+            },
+            session,
+            kind,
+        };
+        if deferred {
+            monitoring.set(Monitor::Pending(Box::new(pending)));
+            ticket
+                .session()
+                .defer(Arc::downgrade(&monitoring) as Weak<dyn Due>);
+        } else {
+            monitoring.set(Monitor::Running(pending.spawn()));
+        }
         Holding {
-            since: (Instant::now(), ticket.kind()),
+            since: (Instant::now(), kind),
             ticket: Some(ticket),
             core,
             report,
-            monitor,
+            monitor: monitoring,
         }
     }
 
@@ -121,17 +132,32 @@ impl Holding {
     /// Stops watching and gives the ticket back, to wait or hold again.
     pub(crate) fn into_ticket(mut self) -> Option<Ticket> {
         self.end();
-        self.monitor.abort();
+        if let Monitor::Running(task) = self.monitor.take() {
+            task.abort();
+        }
         self.ticket.take()
     }
 
     /// Ends the holding for everyone who watches its trust, before the caller goes on: a
     /// holding released or dropped is lost ([`Loss::Closed`] unless a loss came first, even
     /// one its monitor has not published yet: the session's clock or another hold of the
-    /// session saw it). The monitor then stops by itself, once a watch it set on the node,
-    /// if any, has fired (see [`Watching::lost`]).
+    /// session saw it). A running monitor then stops by itself, once a watch it set on the
+    /// node, if any, has fired (see [`Watching::lost`]); one not started never starts,
+    /// and a loss it did not see is counted and logged here.
     fn end(&self) {
-        self.report.publish(self.loss().unwrap_or(Loss::Closed));
+        let loss = self.loss();
+        self.report.publish(loss.unwrap_or(Loss::Closed));
+        if let Monitor::Pending(_) = self.monitor.take() {
+            if let Some(loss) = loss {
+                metrics::lost(self.since.1, loss);
+                // Logged by a task, as a monitor would: not in the caller's release or
+                // drop, where a subscriber that panics would hit the caller (or abort the
+                // process, in a drop while its thread unwinds).
+                let span = info_span!("zk.hold.watch", node = %self.core.node());
+                let logged = async move { warn!(?loss, "can no longer be trusted") };
+                drop(self.core.session().spawn(logged.instrument(span)));
+            }
+        }
     }
 
     /// The loss seen so far, if any ([`Loss::Lapsed`] once the session is no longer
@@ -159,17 +185,16 @@ impl Holding {
         let Some(ticket) = self.ticket.take() else {
             return Ok(());
         };
-        let lost_error = self.core.lost_error();
         if matches!(lost, Some(Loss::SessionExpired | Loss::Closed)) {
             ticket.disown();
-            return Err(lost_error);
+            return Err(self.core.lost_error());
         }
         match (ticket.leave().await?, lost) {
             (Left::Deleted | Left::WithSession, None) => {
                 debug!(node = %self.core.node(), "released");
                 Ok(())
             }
-            (Left::AlreadyGone, _) | (_, Some(_)) => Err(lost_error),
+            (Left::AlreadyGone, _) | (_, Some(_)) => Err(self.core.lost_error()),
         }
     }
 }
@@ -185,10 +210,109 @@ impl Drop for Holding {
     }
 }
 
+/// A holding's monitor: not started yet, running, or over (its holding ended first).
+enum Monitor {
+    /// Deferred: what it needs to start.
+    Pending(Box<Pending>),
+    Running(JoinHandle<()>),
+    Ended,
+}
+
+/// Where a holding's monitor is; shared with the session's deferrals and the trust (both
+/// weakly), which start it.
+struct Monitoring(Mutex<Monitor>);
+
+impl std::fmt::Debug for Monitoring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Monitoring")
+    }
+}
+
+impl Monitoring {
+    fn set(&self, monitor: Monitor) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = monitor;
+    }
+
+    /// Takes what it is, leaving [`Monitor::Ended`].
+    fn take(&self) -> Monitor {
+        std::mem::replace(
+            &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
+            Monitor::Ended,
+        )
+    }
+
+    /// Starts the monitor if it is deferred still.
+    fn start(&self) {
+        let mut monitor = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Monitor::Pending(_) = &*monitor {
+            if let Monitor::Pending(pending) = std::mem::replace(&mut *monitor, Monitor::Ended) {
+                *monitor = Monitor::Running(pending.spawn());
+            }
+        }
+    }
+}
+
+impl Due for Monitoring {
+    fn due(&self) {
+        self.start();
+    }
+}
+
+impl WatchNow for Monitoring {
+    fn watch_now(&self) {
+        self.start();
+    }
+}
+
+/// What a monitor needs to start.
+struct Pending {
+    watching: Watching,
+    publisher: Publisher,
+    /// A watch on the node set while it waited.
+    set: Option<Armed>,
+    /// Its session: not kept by the monitor once it runs.
+    session: Session,
+    kind: NodeKind,
+}
+
+impl Pending {
+    /// Runs the monitor as a task on the session's runtime.
+    fn spawn(self) -> JoinHandle<()> {
+        let Pending {
+            watching,
+            mut publisher,
+            set,
+            session,
+            kind,
+        } = self;
+        // Not the session itself: a monitor that waits for its watch to fire must not keep
+        // a session open that its owner dropped.
+        let closing = session.closing();
+        let span = info_span!("zk.hold.watch", node = %watching.node);
+        session.spawn(
+            async move {
+                let loss = watching.lost(set, closing).await;
+                if publisher.ended() {
+                    // Released or dropped: its deletion was no loss.
+                    return;
+                }
+                publisher.saw(loss);
+                // Published before anything else is done about it: nothing that follows
+                // (a subscriber that panics, a stderr that cannot be written) can keep
+                // the holder from learning it.
+                drop(publisher);
+                metrics::lost(kind, loss);
+                warn!(?loss, "can no longer be trusted");
+            }
+            .instrument(span),
+        )
+    }
+}
+
 /// What the monitor of a holding needs; no strong reference to the client or the session.
 struct Watching {
     client: Weak<Client>,
-    node: Box<str>,
+    node: Arc<str>,
     /// The holding's trust: whether its loss is awaited, and what the servers confirmed.
     trust: Trust,
     /// How long a suspended connection is tolerated (`None`: not at all).
@@ -202,28 +326,15 @@ impl Watching {
     /// costs a request to remove it from the servers (zookeeper-client sends one, and
     /// another if the node's notification still comes). `closing` resolves once the
     /// session is closed or dropped.
-    async fn lost(&self, node_watch: NodeWatch, closing: impl Future<Output = ()>) -> Loss {
+    async fn lost(&self, set: Option<Armed>, closing: impl Future<Output = ()>) -> Loss {
         let Some(states) = self.client.upgrade().map(|client| client.state_watcher()) else {
             return Loss::Closed;
         };
         let mut closing = pin!(closing);
         // A watch set while it waited is kept until it fires, even if the holding ends
         // before the monitor first looks at it.
-        let watching = AtomicBool::new(matches!(node_watch, NodeWatch::Set(_)));
-        let node_lost = async {
-            let set = match node_watch {
-                NodeWatch::Now => None,
-                NodeWatch::After(delay) => {
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = self.trust.awaited() => {}
-                    }
-                    None
-                }
-                NodeWatch::Set(set) => Some(set),
-            };
-            self.node_lost(set, &watching).await
-        };
+        let watching = AtomicBool::new(set.is_some());
+        let node_lost = self.node_lost(set, &watching);
         let mut node_lost = pin!(node_lost);
         // A loss of the whole session is the one its first sighting, by any hold of the
         // session, decided (see `Trust::of_session`); the end of this hold is its own.

@@ -4,7 +4,7 @@
 //! A ticket of the queue that is first becomes a [`Holding`] ([`Holding::start`]): it owns
 //! the hold's [`Core`] — the node's identity on its session (path, fencing token, client),
 //! its [trust](trust) and loss, its fence ([`Fenced`] writes check that very node), and the
-//! node's latch of a request to let go — watches it in the background for its loss, and
+//! node's latch of a request to let go — watches it for its loss (see [`holding`]), and
 //! is the one way the node is released. A [`MutexGuard`](crate::MutexGuard), the
 //! [`RwLock`](crate::RwLock) guards, a [`Lease`](crate::Lease) and a
 //! [`Leadership`](crate::Leadership) each keep a holding (or, for a leadership, its core)

@@ -10,10 +10,10 @@
 //! a holder from learning it.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::Poll;
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::loss::Loss;
 use crate::session::Liveness;
@@ -23,8 +23,9 @@ use crate::session::Liveness;
 #[derive(Clone, Debug)]
 pub(crate) struct Trust {
     loss: watch::Receiver<Option<Loss>>,
-    /// Notified when someone awaits the loss: the node is watched from then on at once.
-    asked: Arc<Notify>,
+    /// Told when someone awaits the loss: the node is watched from then on at once. `None`
+    /// (or gone): the node is watched already, or the hold is over.
+    awaited: Option<Weak<dyn WatchNow>>,
     /// What the servers confirmed of the session, and the epoch the hold began in; `None`
     /// if its session had already ended.
     confirmed: Option<(Arc<Liveness>, u64)>,
@@ -32,8 +33,12 @@ pub(crate) struct Trust {
 
 impl Trust {
     /// The trust of a hold made now on the session `liveness` is about (`None`: a session
-    /// that ended), and where its loss is reported.
-    pub(crate) fn new(liveness: Option<Arc<Liveness>>) -> (Trust, Report) {
+    /// that ended), and where its loss is reported; `awaited` is told when its loss is
+    /// first awaited.
+    pub(crate) fn new(
+        liveness: Option<Arc<Liveness>>,
+        awaited: Option<Weak<dyn WatchNow>>,
+    ) -> (Trust, Report) {
         let (report, loss) = watch::channel(None);
         let confirmed = liveness.map(|liveness| {
             let epoch = liveness.epoch();
@@ -41,7 +46,7 @@ impl Trust {
         });
         let trust = Trust {
             loss,
-            asked: Arc::new(Notify::new()),
+            awaited,
             confirmed,
         };
         (trust, Report(report))
@@ -79,7 +84,9 @@ impl Trust {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn lost(&self) -> Loss {
-        self.asked.notify_one();
+        if let Some(awaited) = self.awaited.as_ref().and_then(Weak::upgrade) {
+            awaited.watch_now();
+        }
         let mut loss = self.loss.clone();
         tokio::select! {
             biased;
@@ -124,14 +131,6 @@ impl Trust {
     pub(crate) async fn settled(&self) {
         let mut loss = self.loss.clone();
         let _ = loss.wait_for(Option::is_some).await;
-    }
-
-    /// Resolves once someone awaits the loss.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn awaited(&self) {
-        self.asked.notified().await;
     }
 }
 
@@ -227,6 +226,14 @@ impl LossSignal {
         })
         .await
     }
+}
+
+/// What starts watching a hold's node at once, when its loss is awaited before it is
+/// watched.
+pub(crate) trait WatchNow: Send + Sync {
+    /// Starts watching the node, unless it is watched already or the hold is over; never
+    /// waits.
+    fn watch_now(&self);
 }
 
 /// Run just before a loss is published, as part of publishing it (an election steps its

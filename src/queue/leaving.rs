@@ -1,14 +1,17 @@
 //! Leaving the queue: the node is deleted whatever was written into it, and nothing of
 //! ours is given up while its session lives: a removal keeps trying until the node is gone
-//! or its session is, on the session's runtime, whoever dropped the node and wherever. An
-//! exclusive contender that leaves while first signals its successor as it goes.
+//! or its session is, whoever dropped the node and wherever (run by the task that awaits
+//! it, and by a task on the session's runtime once no one does). An exclusive contender
+//! that leaves while first signals its successor as it goes.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
+use tokio::sync::oneshot::error::TryRecvError;
 use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError, SessionState};
@@ -112,54 +115,97 @@ pub(crate) enum Removal {
     ByUuid { root: Arc<str>, uuid: Uuid },
 }
 
-/// Starts removing a node of ours, on the session's runtime (from any thread, inside a
-/// runtime or not). While the connection is up, its first delete is sent before this
-/// returns, so that it comes before anything the caller sends next on the session (a
-/// contender that enters again after dropping its guard never finds its old node ahead).
-/// It keeps trying, with back-off, until the node is gone or its session is (then the
-/// servers delete it); closing the session ends it at once. The returned future says how
-/// the node left as soon as that is known; dropping it leaves the removal running.
-pub(crate) fn spawn_removal(
-    session: &Session,
-    client: Weak<Client>,
-    removal: Removal,
-) -> impl std::future::Future<Output = Result<Left>> {
+/// Starts removing a node of ours (from any thread, inside a runtime or not). While the
+/// connection is up, its first delete is sent before this returns, so that it comes before
+/// anything the caller sends next on the session (a contender that enters again after
+/// dropping its guard never finds its old node ahead). It keeps trying, with back-off,
+/// until the node is gone or its session is (then the servers delete it); closing the
+/// session ends it at once. The returned [`Removing`] says how the node left as soon as
+/// that is known; the task that awaits it runs the removal, and dropping it before the
+/// removal is done leaves the rest to a task on the session's runtime.
+pub(crate) fn spawn_removal(session: &Session, client: Weak<Client>, removal: Removal) -> Removing {
     let (settle, settled) = oneshot::channel();
     let closing = session.clone();
     let span = debug_span!("zk.queue.remove", ?removal);
     let pending = PendingRemoval::start();
-    let mut removing = Box::pin(
-        async move {
-            let _pending = pending;
-            let mut settle = Some(settle);
-            let left = tokio::select! {
-                biased;
-                () = closing.closed() => Ok(Left::WithSession),
-                left = remove_until_gone(client, removal, &mut settle) => left,
-            };
-            // Its first poll runs in the caller, maybe a `Drop` while its thread unwinds:
-            // an event then, if the subscriber panics, would abort the process.
-            match &left {
-                _ if std::thread::panicking() => {}
-                Ok(left) => debug!(?left, "removed"),
-                Err(err) => warn!(%err, "cannot delete; it goes when the session ends"),
-            }
-            if let Some(settle) = settle {
-                let _ = settle.send(left);
+    let removing = async move {
+        let _pending = pending;
+        let mut settle = Some(settle);
+        let left = tokio::select! {
+            biased;
+            () = closing.closed() => Ok(Left::WithSession),
+            left = remove_until_gone(client, removal, &mut settle) => left,
+        };
+        // It may run in the caller, maybe a `Drop` while its thread unwinds: an event
+        // then, if the subscriber panics, would abort the process.
+        match &left {
+            _ if std::thread::panicking() => {}
+            Ok(left) => debug!(?left, "removed"),
+            Err(err) => warn!(%err, "cannot delete; it goes when the session ends"),
+        }
+        if let Some(settle) = settle {
+            let _ = settle.send(left);
+        }
+    };
+    let mut removing = Removing {
+        removal: Some(Box::pin(removing.instrument(span))),
+        settled,
+        session: session.clone(),
+    };
+    // Polled once here, only to send the first delete now; the task that awaits it polls
+    // it again with its waker.
+    removing.step(&mut Context::from_waker(Waker::noop()));
+    removing
+}
+
+/// A removal under way: awaiting it runs it in the awaiting task (no task of its own, no
+/// hand-over between tasks when the servers answer), and says how the node left as soon as
+/// that is known. Dropped before the removal is done, it leaves the rest to a task on the
+/// session's runtime, so that the removal keeps trying whoever stops waiting for it.
+pub(crate) struct Removing {
+    /// The removal, until it is done.
+    removal: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
+    /// How the node left, sent once known (maybe before the removal is done: see
+    /// [`connected`]).
+    settled: oneshot::Receiver<Result<Left>>,
+    session: Session,
+}
+
+impl Removing {
+    /// Polls the removal, if it is not done, on the session's runtime (its timers are that
+    /// runtime's, whichever task or thread polls).
+    fn step(&mut self, cx: &mut Context<'_>) {
+        if let Some(removal) = self.removal.as_mut() {
+            let _runtime = self.session.enter();
+            if removal.as_mut().poll(cx).is_ready() {
+                self.removal = None;
             }
         }
-        .instrument(span),
-    );
-    // Polled once here, only to send the first delete now: up to that request, it touches
-    // nothing that needs a runtime (no timer), and the task polls it again with its waker.
-    let sending = removing
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()));
-    if sending.is_pending() {
-        session.spawn(removing);
     }
-    // A removal whose runtime is gone went with its session, whose client ran there too.
-    async move { settled.await.unwrap_or(Ok(Left::WithSession)) }
+}
+
+impl Future for Removing {
+    type Output = Result<Left>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Left>> {
+        self.step(cx);
+        // Only the removal sends, and only while this polls it: no waker is needed here
+        // (one would be woken by the send, for nothing).
+        match self.settled.try_recv() {
+            Ok(left) => Poll::Ready(left),
+            Err(TryRecvError::Empty) => Poll::Pending,
+            // A removal that ended without a word went with its session.
+            Err(TryRecvError::Closed) => Poll::Ready(Ok(Left::WithSession)),
+        }
+    }
+}
+
+impl Drop for Removing {
+    fn drop(&mut self) {
+        if let Some(removal) = self.removal.take() {
+            self.session.spawn(removal);
+        }
+    }
 }
 
 /// Deletes the node `removal` names until it is gone or its session is.

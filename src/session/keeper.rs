@@ -11,13 +11,15 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
-use zookeeper_client::{Client, SessionState};
+use zookeeper_client::{Client, SessionState, StateWatcher};
 
+use super::connection::connection_lost;
 use super::dialer::Dialer;
 use super::liveness::{keep_confirming, Liveness};
 use super::nodelay::Servers;
 use super::{CloseReason, Current, Inner, SessionEvent};
 use crate::error::{Error, Result};
+use crate::loss::Loss;
 
 /// Publishes the client's state changes and renews the session after expiry, until the
 /// session is closed or every `Session` clone is gone; sets `TCP_NODELAY` on every new
@@ -73,9 +75,16 @@ async fn keep_until_done(
         else {
             return;
         };
+        let tolerated = match (inner.upgrade(), client.upgrade()) {
+            (Some(session), Some(client)) => session.builder.tolerated(client.session_timeout()),
+            _ => return,
+        };
+        // The epoch first: a loss is published before anything else is done about it.
         let ended = tokio::select! {
+            biased;
+            () = end_epochs(&liveness, &client, tolerated) => return,
             ended = follow(&inner, states, &servers) => ended,
-            () = keep_confirming(liveness, client.clone()) => return,
+            () = keep_confirming(liveness.clone(), client.clone()) => return,
         };
         let Some(session) = inner.upgrade() else {
             return;
@@ -109,6 +118,39 @@ async fn keep_until_done(
         client = Arc::downgrade(&renewed);
         session.current.send_replace(Current::Live(renewed));
         session.publish(SessionEvent::Connected);
+    }
+}
+
+/// Ends the session's epoch (see [`Liveness::end`]) on every loss of the connection that
+/// the holds made on it cannot survive: a suspension (at once, or once it lasted the
+/// `tolerated` time), the session's expiry, its close. The holds of the session read it at
+/// their next look, and the awaited ones wake up, without a task of their own. Returns
+/// only once `client` is gone.
+async fn end_epochs(liveness: &Liveness, client: &Weak<Client>, tolerated: Option<Duration>) {
+    loop {
+        let Some(states) = client.upgrade().map(|client| client.state_watcher()) else {
+            return;
+        };
+        let loss = connection_lost(states.clone(), tolerated).await;
+        liveness.end(liveness.epoch(), loss);
+        if loss != Loss::Suspended || !back(states).await {
+            // The session ended: the keeper's other branches end it.
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Resolves once the connection whose `states` these are is up again (`true`) or its
+/// session ended (`false`). Takes the state watcher, not the client, so that waiting does
+/// not keep a closed session's client alive.
+async fn back(mut states: StateWatcher) -> bool {
+    let mut state = states.state();
+    loop {
+        match state {
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => return true,
+            SessionState::Disconnected => state = states.changed().await,
+            _ => return false,
+        }
     }
 }
 

@@ -20,8 +20,10 @@
 //! One event ends every hold of an epoch, and all of them report the same cause: the first
 //! session-wide loss seen in the epoch (by the clock, [`Loss::Lapsed`]; by the connection,
 //! [`Loss::Suspended`] or [`Loss::SessionExpired`]; or [`Loss::Closed`]), recorded once
-//! with [`Liveness::end`] by whichever hold, or confirmation, sees it first. The others
-//! read it back instead of what they saw themselves later, in their own order.
+//! with [`Liveness::end`] by whichever sees it first: the session's keeper (which follows
+//! the connection and the close, so that a hold needs no task of its own to learn them), a
+//! hold's monitor, or a confirmation. The others read it back instead of what they saw
+//! themselves later, in their own order.
 //!
 //! The clock is the process's monotonic clock (`Instant`), which on Linux runs on while the
 //! process is stopped, but not while the whole machine sleeps.

@@ -3,6 +3,7 @@
 mod builder;
 mod connection;
 mod credentials;
+mod deferrals;
 mod dialer;
 mod hosts;
 mod keeper;
@@ -17,10 +18,10 @@ mod tls;
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{watch, SemaphorePermit};
+use tokio::sync::{watch, Notify, SemaphorePermit};
 use tokio::task::JoinHandle;
 use tracing::{debug, info_span, Instrument};
 use zookeeper_client::{Client, StateWatcher};
@@ -33,10 +34,12 @@ pub use builder::SessionBuilder;
 pub(crate) use connection::{
     connected_now, connection_lost, disconnected, gone_after, reconnected, retry, terminal,
 };
+pub(crate) use deferrals::Due;
 pub(crate) use roots::KnownRoots;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
+use crate::loss::Loss;
 use crate::metrics;
 pub(crate) use liveness::Liveness;
 
@@ -197,6 +200,10 @@ struct Inner {
     /// The runtime the session was made on, whose tasks run its client: removals of nodes
     /// run there, even when their owner is dropped outside any runtime.
     runtime: tokio::runtime::Handle,
+    /// Work its holds put off (see [`deferrals`]).
+    deferrals: Arc<deferrals::Deferrals>,
+    /// Notified once `current` is [`Current::Closed`] (see [`Session::closed`]).
+    closes: Notify,
 }
 
 impl Inner {
@@ -204,7 +211,12 @@ impl Inner {
     /// any more, [`SessionEvent::Closed`], no more permits to enter a queue.
     fn end(&self, reason: CloseReason) {
         let _ = self.close_reason.set(reason);
+        // Every hold of the session is lost before anything else is done about it.
+        if let Ok(liveness) = self.liveness.lock() {
+            liveness.end(liveness.epoch(), Loss::Closed);
+        }
         self.current.send_replace(Current::Closed);
+        self.closes.notify_waiters();
         self.publish(SessionEvent::Closed);
         self.entries.close();
     }
@@ -277,6 +289,8 @@ impl Session {
             close_reason: OnceLock::new(),
             liveness: std::sync::Mutex::new(liveness.clone()),
             runtime: tokio::runtime::Handle::current(),
+            deferrals: Arc::default(),
+            closes: Notify::new(),
         });
         let abandoned = Abandoned {
             session: Arc::downgrade(&inner),
@@ -413,7 +427,14 @@ impl Session {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn closed(&self) {
-        self.closing().await;
+        // A `Notify` registered before the look, rather than a subscription to `current`:
+        // every entry and removal waits on this, and it costs no allocation.
+        let notified = self.inner.closes.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !matches!(*self.inner.current.borrow(), Current::Closed) {
+            notified.await;
+        }
     }
 
     /// Resolves once the session is closed, or once every handle to it is gone; unlike
@@ -464,11 +485,28 @@ impl Session {
     }
 
     /// Runs `task` on the runtime the session was made on, from any thread.
-    pub(crate) fn spawn<F>(&self, task: F)
+    pub(crate) fn spawn<F>(&self, task: F) -> JoinHandle<()>
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        drop(self.inner.runtime.spawn(task));
+        self.inner.runtime.spawn(task)
+    }
+
+    /// Does `entry`'s work after [`deferrals::DELAY`] (at most twice as long), on the session's
+    /// runtime, unless `entry` is gone by then (see [`deferrals`]).
+    pub(crate) fn defer(&self, entry: Weak<dyn Due>) {
+        self.inner.deferrals.push(&self.inner.runtime, entry);
+    }
+
+    /// Makes the runtime the session was made on the current one until the guard is
+    /// dropped: timers and tasks made meanwhile belong to it, whichever thread polls, in a
+    /// runtime or not. `None` on a thread that is exiting (its thread-locals are gone),
+    /// where no runtime can be entered.
+    pub(crate) fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
+        match tokio::runtime::Handle::try_current() {
+            Err(err) if err.is_thread_local_destroyed() => None,
+            _ => Some(self.inner.runtime.enter()),
+        }
     }
 
     /// A permit to enter the queue under `root` (waited for while a bounded number of
