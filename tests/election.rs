@@ -66,7 +66,10 @@ async fn run_requeues_after_the_work_and_dropping_it_resigns() {
         leading.await.unwrap();
         task
     };
-    assert_eq!(election.leader().await.unwrap().unwrap().id, "runner");
+    assert_eq!(
+        election.leader().await.unwrap().unwrap().id.as_deref(),
+        Some("runner")
+    );
     blocking.abort();
     let _ = blocking.await;
     await_empty(&live_client(&s), &root).await;
@@ -111,12 +114,18 @@ async fn observers_see_participants_in_queue_order() {
         candidates.push(join_election(&s, &root, id).await);
     }
     let participants = observer.participants().await.unwrap();
-    let ids: Vec<&str> = participants.iter().map(|p| p.id.as_str()).collect();
+    let ids: Vec<&str> = participants
+        .iter()
+        .map(|p| p.id.as_deref().unwrap())
+        .collect();
     assert_eq!(ids, ["alpha", "beta", "gamma"]);
     assert!(participants
         .iter()
         .all(|p| p.node.starts_with(&format!("{root}/_c_"))));
-    assert_eq!(observer.leader().await.unwrap().unwrap().id, "alpha");
+    assert_eq!(
+        observer.leader().await.unwrap().unwrap().id.as_deref(),
+        Some("alpha")
+    );
     assert_eq!(
         candidates[0].leadership().await.unwrap().node(),
         participants[0].node

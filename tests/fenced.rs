@@ -432,7 +432,7 @@ async fn every_kind_of_hold_fences_and_a_leader_proclaims() {
         .unwrap();
     leadership.proclaim(b"10.0.0.7:8080").await.unwrap();
     let leader = election.leader().await.unwrap().expect("a leader");
-    assert_eq!(leader.id, "node-a");
+    assert_eq!(leader.id.as_deref(), Some("node-a"));
     assert_eq!(leader.proclaimed.as_deref(), Some(&b"10.0.0.7:8080"[..]));
     assert_eq!(data(&observer, &state).await, b"e");
     // A leader hears a request to let go, as every hold does.

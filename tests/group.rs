@@ -599,7 +599,7 @@ async fn the_leader_view_follows_the_election() {
         .await
         .unwrap();
     await_watch("a leads", &mut leader, |l| {
-        l.as_ref().is_some_and(|l| l.id == "a")
+        l.as_ref().is_some_and(|l| l.id.as_deref() == Some("a"))
     })
     .await;
     let cb = LeaderElection::new(&b, &root, "b")
@@ -609,7 +609,7 @@ async fn the_leader_view_follows_the_election() {
         .unwrap();
     ca.resign().await.unwrap();
     await_watch("b leads", &mut leader, |l| {
-        l.as_ref().is_some_and(|l| l.id == "b")
+        l.as_ref().is_some_and(|l| l.id.as_deref() == Some("b"))
     })
     .await;
     // Read first: a borrow held across an await would keep the view from publishing.
@@ -634,8 +634,9 @@ async fn the_leader_view_carries_what_the_leader_proclaims() {
     let mut leader = observed.watch_leader().await.unwrap();
     let shows = |id: &'static str, proclaimed: Option<&'static [u8]>| {
         move |l: &Option<zk_recipes::Participant>| {
-            l.as_ref()
-                .is_some_and(|l| l.id == id && l.proclaimed.as_deref() == proclaimed)
+            l.as_ref().is_some_and(|l| {
+                l.id.as_deref() == Some(id) && l.proclaimed.as_deref() == proclaimed
+            })
         }
     };
     let ca = LeaderElection::new(&a, &root, "a")

@@ -459,7 +459,7 @@ async fn settle_on(
             "leadership did not stay with {expected}"
         );
     }
-    let ours = election.leader().await.unwrap().map(|p| p.id);
+    let ours = election.leader().await.unwrap().and_then(|p| p.id);
     assert_eq!(ours.as_deref(), Some(expected), "LeaderElection::leader()");
     if let Some(id) = java_ids.first() {
         assert_eq!(
@@ -497,7 +497,10 @@ async fn election_shares_path_with_curator_leader_latch() {
     let queue = await_count(&client, &root, 4).await;
 
     let participants = r2_election.participants().await.unwrap();
-    let ids: Vec<&str> = participants.iter().map(|p| p.id.as_str()).collect();
+    let ids: Vec<&str> = participants
+        .iter()
+        .map(|p| p.id.as_deref().unwrap())
+        .collect();
     assert_eq!(
         ids,
         ["j1", "r1", "j2", "r2"],

@@ -75,11 +75,14 @@ pub async fn await_one_leader<S: Seat>(seats: &[S], within: Duration) -> (usize,
 }
 
 /// The ids of the participants of `election`, in queue order (the leader first), as
-/// [`LeaderElection::participants`] lists them; fails the test if it cannot list them.
+/// [`LeaderElection::participants`] lists them; fails the test if it cannot list them, or
+/// if a participant shows no id.
 pub async fn participant_ids(election: &LeaderElection) -> Vec<String> {
     let participants = election
         .participants()
         .await
         .unwrap_or_else(|err| panic!("participants(): {err}"));
-    participants.into_iter().map(|p| p.id).collect()
+    (participants.into_iter())
+        .map(|p| p.id.unwrap_or_else(|| panic!("{}: no id", p.node)))
+        .collect()
 }

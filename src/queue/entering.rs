@@ -369,31 +369,15 @@ impl Queue {
         &self.root
     }
 
-    /// The contenders under the root, first first, as `(name, data)`; for observers. A node
-    /// the session may not read is listed with no data.
+    /// The contenders under the root, first first, with their tokens; for observers. A node
+    /// the session may not read (its ACL) is listed without data, its token read from its
+    /// stat (an exists request needs no permission).
     ///
     /// # Notable errors
     /// * [`Error::Disconnected`] (or [`Error::Renewing`]) at once if the connection is down
     ///   (or a new session is being made): it does not wait.
     /// * [`Error::ConnectionLoss`] if the connection broke while it read.
     /// * [`Error::NoAuth`] if the root cannot be read.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn contenders(&self, session: &Session) -> Result<Vec<(String, Vec<u8>)>> {
-        let listed = self.listed(session).await?;
-        Ok(listed
-            .into_iter()
-            .map(|l| (l.name, l.data.unwrap_or_default()))
-            .collect())
-    }
-
-    /// The contenders under the root, first first, with their tokens; for observers. A node
-    /// the session may not read (its ACL) is listed without data, its token read from its
-    /// stat (an exists request needs no permission).
-    ///
-    /// # Notable errors
-    /// As [`contenders`](Self::contenders).
     ///
     /// # Cancel safety
     /// Cancel safe.

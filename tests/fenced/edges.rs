@@ -330,7 +330,7 @@ async fn a_deposed_leaders_proclaim_is_refused_by_the_servers() {
     let refused = bounded("the servers answer", PATIENCE, stale).await;
     assert!(matches!(refused, Err(Error::Lost { .. })), "{refused:?}");
     let leader = election_b.leader().await.unwrap().expect("a leader");
-    assert_eq!(leader.id, "node-b");
+    assert_eq!(leader.id.as_deref(), Some("node-b"));
     assert_eq!(leader.proclaimed.as_deref(), Some(&b"b:2"[..]));
 
     candidate_b.resign().await.unwrap();

@@ -207,10 +207,8 @@ async fn an_asked_leader_is_not_shown_with_the_marker_as_its_id() {
     candidate.resign().await.unwrap();
     await_empty(&observer, &root).await;
     assert!(contenders[0].revocation_requested && contenders[0].id.is_none());
-    assert_ne!(
-        shown.id, "__REVOKE__",
-        "leader() shows the marker as the id: {shown:?}"
-    );
+    // As the contenders show it: no id (not the marker, nor an empty one).
+    assert_eq!(shown.id, None, "leader() shows an id: {shown:?}");
 }
 
 /// A holder whose node was made unreadable to it (an operator's ACL change: the hold is

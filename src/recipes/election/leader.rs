@@ -43,8 +43,7 @@ impl View for LeaderView {
             let read = read_nodes(client, root, vec![name], Some(&mut self.watches)).await?;
             if let Some((_, Some((data, _)))) = read.into_iter().next() {
                 // A node this session may not read shows no id.
-                let data = data.unwrap_or_default();
-                self.leader = Some(participant(node, &data));
+                self.leader = Some(participant(node, data.as_deref()));
                 self.stale.clear();
                 return Ok(self.leader.clone());
             }

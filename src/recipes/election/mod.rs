@@ -41,11 +41,11 @@ pub enum Role {
 /// A member of the election, as observers see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Participant {
-    /// The id the candidate joined with (its node's data, up to a NUL if it proclaimed).
-    /// Empty if it is not known: this session may not read the node (its ACL: the candidate
-    /// is listed all the same, in its place), or someone asked it to let go (its data was
-    /// overwritten).
-    pub id: String,
+    /// The id the candidate joined with (its node's data, up to a NUL if it proclaimed), as
+    /// [`Contender::id`](crate::Contender::id) says it. `None` if it is not known: this
+    /// session may not read the node (its ACL: the candidate is listed all the same, in its
+    /// place), or someone asked it to let go (its data was overwritten).
+    pub id: Option<String>,
     /// Full path of its node.
     pub node: String,
     /// What it proclaimed as leader ([`Leadership::proclaim`]), if it did in this term.
@@ -227,14 +227,10 @@ impl LeaderElection {
     /// Cancel safe.
     pub async fn participants(&self) -> Result<Vec<Participant>> {
         let span = info_span!("zk.election.participants", path = %self.path());
-        let contenders = self
-            .queue
-            .contenders(&self.session)
-            .instrument(span)
-            .await?;
-        Ok(contenders
+        let listed = self.queue.listed(&self.session).instrument(span).await?;
+        Ok(listed
             .into_iter()
-            .map(|(name, data)| participant(path::join(self.path(), &name), &data))
+            .map(|l| participant(path::join(self.path(), &l.name), l.data.as_deref()))
             .collect())
     }
 
@@ -354,13 +350,17 @@ impl LeaderElection {
     }
 }
 
-/// The participant whose node is `node`, from its node's data.
-pub(crate) fn participant(node: String, data: &[u8]) -> Participant {
+/// The participant whose node is `node`, from its node's data (`None`: this session may
+/// not read it).
+pub(crate) fn participant(node: String, data: Option<&[u8]>) -> Participant {
     // A request to let go replaced what the candidate wrote: its id is not known.
-    let data = if data == REVOKE { &[][..] } else { data };
-    let (id, proclaimed) = split(data);
+    let data = data.filter(|data| *data != REVOKE);
+    let (id, proclaimed) = data.map_or((None, None), |data| {
+        let (id, proclaimed) = split(data);
+        (Some(String::from_utf8_lossy(id).into_owned()), proclaimed)
+    });
     Participant {
-        id: String::from_utf8_lossy(id).into_owned(),
+        id,
         node,
         proclaimed: proclaimed.map(<[u8]>::to_vec),
     }
@@ -372,10 +372,20 @@ mod tests {
 
     #[test]
     fn id_and_proclaimed_data_are_told_apart() {
-        let plain = participant("/e/n".into(), b"node-a");
-        assert_eq!((plain.id.as_str(), plain.proclaimed), ("node-a", None));
-        let proclaimed = participant("/e/n".into(), b"node-a\0host:80\0x");
-        assert_eq!(proclaimed.id, "node-a");
+        let plain = participant("/e/n".into(), Some(b"node-a"));
+        assert_eq!(
+            (plain.id.as_deref(), plain.proclaimed),
+            (Some("node-a"), None)
+        );
+        let proclaimed = participant("/e/n".into(), Some(b"node-a\0host:80\0x"));
+        assert_eq!(proclaimed.id.as_deref(), Some("node-a"));
         assert_eq!(proclaimed.proclaimed.as_deref(), Some(&b"host:80\0x"[..]));
+        // Empty data is an empty id; unreadable or overwritten by a request, no id.
+        assert_eq!(
+            participant("/e/n".into(), Some(b"")).id.as_deref(),
+            Some("")
+        );
+        assert_eq!(participant("/e/n".into(), None).id, None);
+        assert_eq!(participant("/e/n".into(), Some(REVOKE)).id, None);
     }
 }
