@@ -276,7 +276,11 @@ impl Dealer {
             let (record, names) = (&self.partitioner.record, &self.partitioner.names);
             let live = record.members(&view);
             let dealt = match live.contains(&me) {
-                true => assign(names, &live, &record.owners(names, &view)),
+                true => assign(
+                    names,
+                    &live,
+                    &owners(record.owners(names, &view), me, &self.held),
+                ),
                 false => BTreeMap::new(),
             };
             let mine: BTreeSet<Arc<str>> = (dealt.into_iter())
@@ -415,6 +419,20 @@ impl Dealer {
             changed
         });
     }
+}
+
+/// Who holds what, as the members' nodes say (`claimed`), but for this member (`me`): what
+/// it holds now (`held`). Its own node trails its holds by a write and a notification;
+/// deciding from that would let it give up a partition its settled share keeps (the others,
+/// who see only its node, agree once the node catches up).
+fn owners<'a>(
+    mut claimed: BTreeMap<&'a str, &'a str>,
+    me: &'a str,
+    held: &'a BTreeMap<Arc<str>, Held>,
+) -> BTreeMap<&'a str, &'a str> {
+    claimed.retain(|_, member| *member != me);
+    claimed.extend(held.keys().map(|name| (&**name, me)));
+    claimed
 }
 
 /// Takes the lock of partition `name`, waiting as long as it takes; waits out connection
