@@ -95,7 +95,9 @@ pub const CHANGES_KEPT: usize = 4096;
 /// use zk_recipes::{Cache, Mutex};
 ///
 /// let cache = Cache::start(&session, "/config/orders").await?;
-/// let limit = cache.get("/config/orders/limit").expect("configured");
+/// let Some(limit) = cache.get("/config/orders/limit") else {
+///     return Ok(()); // not configured (yet): nothing to decide
+/// };
 /// println!("limit: {:?}", limit.data());
 ///
 /// // A decision made from the cache, committed only if the limit is still the one read.
