@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use zk_harness::history::{History, Section};
 use zk_harness::{await_empty, await_watch, bounded, Ensemble, Fixture, PATIENCE};
@@ -196,6 +196,8 @@ async fn work(who: String, hold: PartitionHold, log: Log) {
 /// own until it is lost or moved.
 struct Member {
     id: String,
+    /// How many partitions there are.
+    partitions: usize,
     worker: Arc<Worker>,
     log: Log,
     /// Ends with the error `next_partition` ended with.
@@ -226,6 +228,7 @@ impl Member {
         });
         Member {
             id: id.to_owned(),
+            partitions: partitions.len(),
             worker,
             log: log.clone(),
             dealing,
@@ -251,24 +254,62 @@ impl Member {
     }
 }
 
-/// Waits until `members` (with `ids`) each hold what the assignment gives them; the
-/// partitions each holds, with their tokens.
+/// Waits until `members` (with `ids`) each hold what the assignment gives them, all at once,
+/// and their holds cover the partitions without overlap; the partitions each holds, with
+/// their tokens. Each member's view trails the others' nodes, so a member settled on its own
+/// may still be moving: only a moment at which all are settled together is the settled deal.
 async fn settled(members: &[&Member], ids: &[&str]) -> BTreeMap<String, (String, u64)> {
-    let mut owners = BTreeMap::new();
-    for member in members {
-        member.await_settled(ids).await;
-        let owned = member.worker.owned();
-        member.log.await_working(&member.id, &owned).await;
-        for (partition, token) in owned {
-            let before = owners.insert(partition.clone(), (member.id.clone(), token));
-            assert!(
-                before.is_none(),
-                "{partition} owned twice: {before:?}, {}",
-                member.id
-            );
+    let changed = Arc::new(Notify::new());
+    let watching: Vec<JoinHandle<()>> = (members.iter())
+        .map(|member| {
+            let (mut states, changed) = (member.worker.states(), changed.clone());
+            tokio::spawn(async move {
+                while states.changed().await.is_ok() {
+                    changed.notify_one();
+                }
+            })
+        })
+        .collect();
+    let what = format!("{ids:?} settled together");
+    let owners = bounded(&what, PATIENCE, async {
+        loop {
+            if let Some(owners) = settled_now(members, ids) {
+                break owners;
+            }
+            changed.notified().await;
         }
+    })
+    .await;
+    watching.iter().for_each(JoinHandle::abort);
+    for member in members {
+        let owned = (owners.iter())
+            .filter(|(_, (owner, _))| *owner == member.id)
+            .map(|(partition, (_, token))| (partition.clone(), *token))
+            .collect();
+        member.log.await_working(&member.id, &owned).await;
     }
     owners
+}
+
+/// Who holds each partition, if every member in `members` sees `ids` and holds exactly what
+/// its assignment gives it, and their holds are every partition, each once.
+fn settled_now(members: &[&Member], ids: &[&str]) -> Option<BTreeMap<String, (String, u64)>> {
+    let mut owners = BTreeMap::new();
+    for member in members {
+        let state = member.worker.states().borrow().clone();
+        if state.members != ids || !state.owned.keys().eq(state.assigned.iter()) {
+            return None;
+        }
+        for (partition, token) in state.owned {
+            if owners
+                .insert(partition, (member.id.clone(), token))
+                .is_some()
+            {
+                return None;
+            }
+        }
+    }
+    (owners.len() == members[0].partitions).then_some(owners)
 }
 
 #[tokio::test(flavor = "multi_thread")]

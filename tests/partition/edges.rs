@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use zk_harness::{await_empty, bounded, PATIENCE};
 use zk_recipes::{Error, Partitioner};
-use zookeeper_client::{Acls, CreateMode};
+use zookeeper_client::{Acls, Client, CreateMode};
 
 use super::{fixture, names, nothing_left, Log, Member, Why};
 
@@ -135,8 +135,16 @@ async fn a_member_whose_id_was_taken_lets_go_of_everything() {
     let log = Log::new(&fx);
     let a = Member::join(&fx.sessions[0], &fx.root, &partitions, "a", &log).await;
     a.await_settled(&["a"]).await;
-
+    // Its claims are in its node before the take: a write still on its way could land in
+    // the taker's node of the same version (the window `Membership::set_data` documents).
     let node = format!("{}/members/a", fx.root);
+    await_node(&fx.observer, &node, |raw| {
+        raw.lines()
+            .nth(1)
+            .is_some_and(|owns| owns.split(' ').count() == 1 + partitions.len())
+    })
+    .await;
+
     let mut multi = fx.observer.new_multi_writer();
     multi.add_delete(&node, None).unwrap();
     let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
@@ -236,21 +244,24 @@ async fn a_members_data_is_shown_without_the_record() {
         .collect();
     claims.sort();
     let claimed = format!("\nowns {}\n10.0.0.7:8080", claims.join(" "));
-    let node = worker.node().to_owned();
-    let observer = fx.observer.clone();
-    bounded("the claims are in the node", PATIENCE, async move {
+    await_node(&fx.observer, worker.node(), |raw| raw.ends_with(&claimed)).await;
+    let members = partitioner.members().await.unwrap();
+    assert_eq!(members[0].data.as_deref(), Some(&b"10.0.0.7:8080"[..]));
+    drop((first, second));
+    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
+    nothing_left(fx, &partitions).await;
+}
+
+/// Waits until the data of `node` (as text) satisfies `done`.
+async fn await_node(observer: &Client, node: &str, done: impl Fn(&str) -> bool) {
+    bounded(&format!("{node} as wanted"), PATIENCE, async {
         loop {
-            let (raw, _, watch) = observer.get_and_watch_data(&node).await.unwrap();
-            if String::from_utf8(raw).unwrap().ends_with(&claimed) {
+            let (raw, _, watch) = observer.get_and_watch_data(node).await.unwrap();
+            if done(&String::from_utf8(raw).unwrap()) {
                 break;
             }
             watch.changed().await;
         }
     })
     .await;
-    let members = partitioner.members().await.unwrap();
-    assert_eq!(members[0].data.as_deref(), Some(&b"10.0.0.7:8080"[..]));
-    drop((first, second));
-    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
-    nothing_left(fx, &partitions).await;
 }
