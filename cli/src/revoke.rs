@@ -6,7 +6,7 @@
 //! `elect`), a Rust holder awaiting `revocation_requested()` and a Curator holder made
 //! revocable all hear it. It is a request: the holder decides. Holders are told as
 //! `status` tells them (see [`view`](crate::view)): the writer or every reader of a
-//! read/write lock, the first of a lock or an election. Exits 0 having asked at least one
+//! read/write lock, the first of a lock or an election; nobody in a semaphore (its path or its `leases`). Exits 0 having asked at least one
 //! holder (each node asked is printed on stdout), [`NOBODY`](crate::status::NOBODY) if
 //! nobody holds PATH. Only a contender's node is written, by the library's rule
 //! ([`zk_recipes::revoke`]): a group member, even one whose id ends in ten digits, is never
@@ -20,7 +20,7 @@ use crate::say::say;
 use crate::session::OnSession;
 use crate::signals::Signals;
 use crate::status;
-use crate::view::{recipe, Recipe};
+use crate::view::{told, Recipe};
 
 impl OnSession for Revoke {
     fn connection(&self) -> &Connection {
@@ -48,11 +48,14 @@ impl OnSession for Revoke {
     }
 }
 
-/// Asks the holders of `path`; the nodes asked.
+/// Asks the holders of `path`; the nodes asked. Nobody unless the contenders' names tell a
+/// lock, a read/write lock or an election: a semaphore's leases (`SEM/leases`) are no
+/// queue whose first holds, and are not asked.
 async fn ask(session: &Session, path: &str) -> Result<Vec<String>> {
     let mutex = Mutex::new(session, path)?;
-    match recipe(&mutex.contenders().await?) {
-        Recipe::RwLock => RwLock::new(session, path)?.revoke_holders().await,
-        Recipe::Lock | Recipe::Election => mutex.revoke_holders().await,
+    match told(&mutex.contenders().await?) {
+        Some(Recipe::RwLock) => RwLock::new(session, path)?.revoke_holders().await,
+        Some(Recipe::Lock | Recipe::Election) => mutex.revoke_holders().await,
+        None => Ok(Vec::new()),
     }
 }

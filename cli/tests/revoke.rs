@@ -100,6 +100,43 @@ async fn revoke_on_a_group_leaves_a_member_whose_id_ends_in_ten_digits_alone() {
     assert!(asked.stdout.is_empty(), "{asked:?}");
 }
 
+/// Semaphores are not revocable (as in Curator): `revoke` on a semaphore's path, or on its
+/// `leases` folder (whose nodes are contenders', but no queue whose first holds), asks
+/// nobody and writes no lease's node.
+#[tokio::test]
+async fn revoke_on_a_semaphore_asks_no_lease() {
+    let test = Test::new("revoke-semaphore").await;
+    let (_session, leases) = test.hold_leases(2, 2).await;
+    let observer = zk_harness::observer(&test.hosts).await;
+    let versions = || async {
+        let mut versions = Vec::new();
+        for lease in &leases {
+            versions.push(
+                observer
+                    .check_stat(lease.node())
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .version,
+            );
+        }
+        versions
+    };
+    let before = versions().await;
+
+    let folder = format!("{}/leases", test.root);
+    for path in [&test.root, &folder] {
+        let (asked, _) = output_within(&mut test.command(&["revoke", path])).await;
+        assert_eq!(asked.status.code(), Some(81), "{path}: {asked:?}");
+        assert!(asked.stdout.is_empty(), "{path}: {asked:?}");
+    }
+    assert_eq!(versions().await, before, "a lease's node was written");
+    for lease in leases {
+        lease.release().await.expect("release");
+    }
+    assert!(zk_harness::children(&observer, &folder).await.is_empty());
+}
+
 /// `revoke` whose stdout was closed before it printed (`revoke PATH | true`) has asked the
 /// holder all the same: it exits 0, not with a panic on the broken pipe.
 #[tokio::test]

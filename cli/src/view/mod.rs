@@ -121,13 +121,13 @@ pub fn recipe_of<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<Recipe>
     }
 }
 
-/// Whose queue `contenders` (a lock's listing of a path) are, by their nodes' names (see
-/// [`recipe_of`]); a lock's if no name tells.
-pub fn recipe(contenders: &[Contender]) -> Recipe {
+/// Whose queue `contenders` (a lock's listing of a path) are, if their nodes' names tell
+/// (see [`recipe_of`]).
+pub fn told(contenders: &[Contender]) -> Option<Recipe> {
     let names = contenders
         .iter()
         .map(|c| c.node.rsplit('/').next().unwrap_or(&c.node));
-    recipe_of(names).unwrap_or(Recipe::Lock)
+    recipe_of(names)
 }
 
 /// Renders what a look at `path` saw.
