@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use zk_harness::history::{critical_section, History};
 use zk_harness::pki::Pki;
 use zk_harness::{
-    await_empty, await_events, bounded, children, digest_observer, expire_session, live_client,
-    plain_client, record_events, unique_root, Ensemble, PATIENCE, WORK,
+    await_count, await_empty, await_events, bounded, children, digest_observer, expire_session,
+    live_client, plain_client, record_events, unique_root, Ensemble, PATIENCE, WORK,
 };
 use zk_recipes::{
     Error, LeaderElection, Loss, Mutex, NodeAcl, Session, SessionBuilder, SessionEvent,
@@ -126,6 +126,45 @@ async fn creator_only_nodes_refuse_everyone_else() {
     }
     guard.release().await.unwrap();
     await_empty(&admin, &root).await;
+}
+
+/// A contender of another identity queued behind a `CreatorOnly` node (under a root open to
+/// all): servers that filter notifications by ACL would never tell it that the node went, so
+/// it is refused at once, naming the node, instead of waiting forever; nothing of it is left
+/// and its session still locks once the path is free.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_that_may_not_read_the_node_ahead_is_refused_at_once() {
+    let hosts = secured().await.connect_string();
+    let root = unique_root("unreadable-ahead");
+    let admin = digest_observer(&hosts, USER, PASSWORD).await;
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    admin.create(&root, b"", &open).await.unwrap();
+    let owner = connect(authed().node_acl(NodeAcl::CreatorOnly), &hosts).await;
+    let guard = Mutex::new(&owner, &root).unwrap().lock().await.unwrap();
+    let stranger = connect(
+        Session::builder().digest_auth(OTHER_USER, OTHER_PASSWORD),
+        &hosts,
+    )
+    .await;
+    let mutex = Mutex::new(&stranger, &root).unwrap();
+
+    let started = Instant::now();
+    match bounded("the stranger's lock", PATIENCE, mutex.lock()).await {
+        Err(Error::NoAuth { path }) => assert_eq!(path, guard.node()),
+        other => panic!("waiting behind an unreadable node: {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    // The stranger's node is deleted (in the background, as a give-up's is).
+    await_count(&admin, &root, 1).await;
+    guard.release().await.unwrap();
+    let held = bounded("the stranger's lock", PATIENCE, mutex.lock()).await;
+    held.unwrap().release().await.unwrap();
+    await_empty(&admin, &root).await;
+    admin.delete(&root, None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -33,7 +33,7 @@ pub(crate) fn armed(watcher: OneshotWatcher) -> Armed {
 
 /// What a waiter watches, and what it heard of it.
 pub(super) struct HandOff {
-    /// An exists watch on the blocker, while it is there.
+    /// A data watch on the blocker, while it is there.
     blocker: Option<Armed>,
     /// The connection's state as of arming: any change means the watches were set again.
     states: Option<StateWatcher>,
@@ -74,6 +74,8 @@ impl HandOff {
     /// request once the blocker left (nothing heard then says that we hold).
     ///
     /// # Notable errors
+    /// * [`Error::NoAuth`] (naming the blocker) if the session may not read the blocker:
+    ///   the servers would never tell it that the blocker went.
     /// * [`Error::ConnectionLoss`], [`Error::SessionExpired`], [`Error::Closed`] as
     ///   [`retry`], for the blocker's watch.
     ///
@@ -87,7 +89,7 @@ impl HandOff {
         signals: bool,
     ) -> Result<Box<HandOff>> {
         let states = client.state_watcher();
-        let watch_blocker = watch_absent(client, blocker, false);
+        let watch_blocker = watch_blocker(client, blocker);
         let watch_own = async {
             match own {
                 Some(own) => Ok(Some(own)),
@@ -180,7 +182,7 @@ impl HandOff {
             // A client that is gone was replaced after its session expired (a closed
             // session ends the wait before this is reached).
             let client = client.upgrade().ok_or(Error::SessionExpired)?;
-            self.blocker = watch_absent(&client, blocker, false).await?;
+            self.blocker = watch_blocker(&client, blocker).await?;
         }
     }
 
@@ -220,6 +222,29 @@ async fn changed(states: &mut Option<StateWatcher>) {
         Some(states) => drop(states.changed().await),
         None => std::future::pending().await,
     }
+}
+
+/// Sets a data watch on the blocker at `path`: `None` if it is gone. A data watch, not an
+/// exists watch, because servers that filter notifications by ACL (ZooKeeper 3.8 among
+/// them) never notify a session about a node it may not read: an exists watch on such a
+/// blocker (a `CreatorOnly` node of another identity) would wait forever, where reading it
+/// is refused at once.
+///
+/// # Notable errors
+/// * [`Error::NoAuth`] (naming the blocker) if the session may not read the blocker.
+/// * As [`retry`].
+async fn watch_blocker(client: &Client, path: &str) -> Result<Option<Armed>> {
+    let read = retry(client, || async {
+        match client.get_and_watch_data(path).await {
+            Ok((_, _, watcher)) => Ok(Some(armed(watcher))),
+            Err(zookeeper_client::Error::NoNode) => Ok(None),
+            Err(err) => Err(err),
+        }
+    });
+    read.await.map_err(|err| match err {
+        Error::ZooKeeper(err) => Error::at(path, err),
+        other => other,
+    })
 }
 
 /// Sets an exists watch on `path`: `None` unless it exists (`absent`: unless it does not),

@@ -28,12 +28,14 @@
 //!
 //! A contender waits on its *blocker*, the closest contender ahead of it that keeps it from
 //! holding ([`Blockers`]), and remembers whether that blocker was first (lowest of the
-//! whole root) when it listed. In one round trip with the blocker's exists watch it also
+//! whole root) when it listed. In one round trip with the blocker's data watch it also
 //! sets two more ([`handoff`]): an exists watch on its own node, and one on the blocker's
 //! *left-first signal* `<blocker>.left-first`, a node that an exclusive contender leaving
 //! while first creates and deletes again in the transaction that deletes its own node (so
 //! no one ever sees it in a listing). It takes a state watcher of the connection before
-//! arming. Everything is a hint, never proof: writes into the blocker are watched past.
+//! arming. Everything is a hint, never proof: writes into the blocker are watched past. A
+//! blocker the session may not read ends the wait with `NoAuth` at once: servers that filter
+//! notifications by ACL would never say that it went.
 //!
 //! When the blocker's deletion is heard, the contender holds **without a request** if:
 //!

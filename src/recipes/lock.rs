@@ -130,7 +130,10 @@ impl Mutex {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes
-    ///   (also how a wrong digest password shows); nothing is created.
+    ///   (also how a wrong digest password shows); nothing is created. Also, naming the
+    ///   contender ahead, as soon as this one would wait on a node it may not read (a
+    ///   [`NodeAcl::CreatorOnly`] node of another identity: the servers would never say
+    ///   that it went); the node is deleted.
     /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
     ///   without credentials).
     /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.

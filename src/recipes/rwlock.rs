@@ -111,7 +111,9 @@ impl RwLock {
     /// Waits as long as it takes to hold the lock for reading: until no writer is ahead.
     ///
     /// # Notable errors
-    /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes.
+    /// * [`Error::NoAuth`] if the ACL of the lock path (or a parent) denies creating nodes;
+    ///   or, naming the contender ahead, as soon as this one would wait on a node it may not
+    ///   read (see [`Mutex::lock`](crate::Mutex::lock)).
     /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
     ///   without credentials).
     /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.
