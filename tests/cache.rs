@@ -591,3 +591,40 @@ async fn another_watch_on_the_root_by_the_same_session_does_not_deafen_the_cache
     remove_all(client, root).await;
     fx.nothing_left().await;
 }
+
+/// The cached root itself deleted (with its subtree) and made again, once while connected
+/// and once while the cache is cut off: the cache follows the new root (its persistent
+/// watch outlives the node), equals the servers after each, and its changes lead there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_root_deleted_and_made_again_is_followed() {
+    let zk = Ensemble::shared(1).await;
+    let (fx, proxy, s) = cut_off_able(zk, "cache-root-again").await;
+    let (root, client) = (&fx.root.clone(), &fx.observer.clone());
+    make(client, &format!("{root}/a"), b"1").await;
+    make(client, &format!("{root}/a/x"), b"2").await;
+    let cache = Cache::start(&s, root).await.unwrap();
+    let log = ChangeLog::start(&cache);
+    let loaded = in_cache(&cache);
+
+    remove_all(client, root).await;
+    make(client, root, b"again").await;
+    make(client, &format!("{root}/b"), b"3").await;
+    barrier(&cache, client, root, 0).await;
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+
+    cut_until_stale(&cache, &proxy).await;
+    remove_all(client, root).await;
+    make(client, root, b"").await;
+    make(client, &format!("{root}/a"), b"4").await;
+    proxy.restore();
+    bounded("synced again", PATIENCE, cache.synced())
+        .await
+        .unwrap();
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    make(client, &format!("{root}/c"), b"5").await;
+    barrier(&cache, client, root, 1).await;
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    one_watch(zk, root, &s).await;
+    finish(fx, cache, log, &loaded).await;
+    s.close();
+}
