@@ -545,3 +545,86 @@ async fn a_fenced_decision_commits_only_if_the_nodes_read_are_unchanged() {
 
 #[path = "cache/faults.rs"]
 mod faults;
+
+/// Another watch on the cache's own root, set on the cache's session (here a
+/// `SharedCounter` watching a counter kept in the root node; a user's own `getData` watch
+/// on the session's client does the same): the cache must go on following the subtree.
+/// On ZooKeeper 3.8 a session has one watch mode per path (ZOOKEEPER-4466), so the one-shot
+/// data watch replaces the persistent recursive one and the cache goes deaf, still saying
+/// it is synced.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "defect: a data watch on the cache root by the same session turns the server's recursive watch one-shot (ZOOKEEPER-4466, 3.8)"]
+async fn another_watch_on_the_root_by_the_same_session_does_not_deafen_the_cache() {
+    let zk = Ensemble::shared(1).await;
+    let fx = Fixture::new(zk, "cache-shared-watch", 1, SESSION_TIMEOUT).await;
+    let (root, client) = (&fx.root, &fx.observer);
+    let s = &fx.sessions[0];
+    make(client, root, &7i32.to_be_bytes()).await;
+    let cache = Cache::start(s, root).await.unwrap();
+    one_watch(zk, root, s).await;
+    let mut values = zk_recipes::SharedCounter::new(s, root, 0)
+        .unwrap()
+        .watch()
+        .await
+        .unwrap();
+    assert_eq!(values.borrow().current(), Some(7));
+    make(client, &format!("{root}/a"), b"1").await;
+    barrier(&cache, client, root, 0).await;
+    // The counter's one-shot watch fires (and is set again by its keeper).
+    client
+        .set_data(root, &8i32.to_be_bytes(), None)
+        .await
+        .unwrap();
+    bounded(
+        "the counter reads 8",
+        PATIENCE,
+        values.wait_for(|v| v.current() == Some(8)),
+    )
+    .await
+    .unwrap();
+    make(client, &format!("{root}/b"), b"2").await;
+    barrier(&cache, client, root, 1).await;
+    assert_eq!(cache.state(), CacheState::Synced);
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    drop(values);
+    drop(cache);
+    remove_all(client, root).await;
+    fx.nothing_left().await;
+}
+
+/// The cached root itself deleted (with its subtree) and made again, once while connected
+/// and once while the cache is cut off: the cache follows the new root (its persistent
+/// watch outlives the node), equals the servers after each, and its changes lead there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_root_deleted_and_made_again_is_followed() {
+    let zk = Ensemble::shared(1).await;
+    let (fx, proxy, s) = cut_off_able(zk, "cache-root-again").await;
+    let (root, client) = (&fx.root.clone(), &fx.observer.clone());
+    make(client, &format!("{root}/a"), b"1").await;
+    make(client, &format!("{root}/a/x"), b"2").await;
+    let cache = Cache::start(&s, root).await.unwrap();
+    let log = ChangeLog::start(&cache);
+    let loaded = in_cache(&cache);
+
+    remove_all(client, root).await;
+    make(client, root, b"again").await;
+    make(client, &format!("{root}/b"), b"3").await;
+    barrier(&cache, client, root, 0).await;
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+
+    cut_until_stale(&cache, &proxy).await;
+    remove_all(client, root).await;
+    make(client, root, b"").await;
+    make(client, &format!("{root}/a"), b"4").await;
+    proxy.restore();
+    bounded("synced again", PATIENCE, cache.synced())
+        .await
+        .unwrap();
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    make(client, &format!("{root}/c"), b"5").await;
+    barrier(&cache, client, root, 1).await;
+    assert_eq!(in_cache(&cache), on_servers(client, root).await);
+    one_watch(zk, root, &s).await;
+    finish(fx, cache, log, &loaded).await;
+    s.close();
+}

@@ -181,6 +181,41 @@ async fn a_member_whose_id_was_taken_lets_go_of_everything() {
     nothing_left(fx, &partitions).await;
 }
 
+/// A `join()` dropped part-way, and a worker dropped with partitions granted but not yet
+/// handed out, leave nothing: no member node, no lock node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_join_or_worker_leaves_nothing() {
+    let fx = fixture("partition-dropped", 1).await;
+    let partitions = names(3);
+    let partitioner = Partitioner::new(&fx.sessions[0], &fx.root, partitions.clone())
+        .unwrap()
+        .id("a")
+        .unwrap();
+    let members = format!("{}/members", fx.root);
+    let mut dropped = 0;
+    for after in [0, 1, 2, 5, 10, 20, 50, 200] {
+        let join = partitioner.join();
+        match tokio::time::timeout(std::time::Duration::from_millis(after), join).await {
+            Ok(worker) => {
+                let worker = worker.unwrap();
+                let mut states = worker.states();
+                let all = |s: &zk_recipes::WorkerState| s.owned.len() == 3;
+                bounded("all granted", PATIENCE, states.wait_for(all))
+                    .await
+                    .unwrap();
+                drop(worker);
+            }
+            Err(_) => dropped += 1,
+        }
+        await_empty(&fx.observer, &members).await;
+        for name in &partitions {
+            await_empty(&fx.observer, &format!("{}/partitions/{name}", fx.root)).await;
+        }
+    }
+    assert!(dropped > 0, "no join was dropped part-way");
+    nothing_left(fx, &partitions).await;
+}
+
 /// Closing the session ends the worker: its holds are lost, `next_partition` says `Closed`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closed_session_ends_the_worker() {

@@ -82,6 +82,14 @@ pub const CHANGES_KEPT: usize = 4096;
 /// * **States between two reads are not reported.** Two writes between two reads are one
 ///   [`Change::Updated`]; a node made and deleted between two reads (or while the cache was
 ///   cut off) is nothing. Every state the cache held is reported, in order, once.
+/// * **No other data watch on the root from the cache's session, on ZooKeeper before
+///   3.9.** Those servers keep one watch mode per session and path (ZOOKEEPER-4466): a
+///   `getData` or `exists` watch that the cache's own session sets on the cache's path (a
+///   [`SharedCounter::watch`](crate::SharedCounter::watch) of a counter kept in the root
+///   node, a watch of your own through [`Session::client`]) turns the cache's persistent
+///   recursive watch into a one-shot one. The cache then stops hearing about its subtree
+///   while it still says it is synced, until the next resync. Watch such a node from
+///   another session.
 /// * **Nodes the session may not read.** Their stat is cached without data
 ///   ([`CachedNode::data`] is `None`), and their children are not cached. ZooKeeper 3.8.4
 ///   and later send no notification about a node the session may not read: such a node is

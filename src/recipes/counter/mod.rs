@@ -55,9 +55,17 @@ pub struct Versioned {
 ///   [`CounterState`] when it may be stale: from the moment the connection is down until
 ///   the node was read again (after a reconnection, or on the new session after an expiry).
 /// * **Not a counter.** A node whose data is not exactly 4 bytes is no counter: reads and
-///   writes fail with [`Error::NotACounter`] (nothing is written), and a watch says
-///   [`CounterState::NotACounter`]. Curator would read the first 4 bytes of longer data;
-///   this crate refuses to guess.
+///   [`add`](Self::add) fail with [`Error::NotACounter`] (nothing is written), and a watch
+///   says [`CounterState::NotACounter`]. Curator would read the first 4 bytes of longer
+///   data; this crate refuses to guess. [`set`](Self::set) and [`try_set`](Self::try_set)
+///   do not read the node: they write over whatever it holds (as Curator's `setCount` and
+///   `trySetCount` do).
+/// * **A node made again.** ZooKeeper's conditional writes compare the data version only,
+///   and a node deleted and made again starts again at version 0: a
+///   [`try_set`](Self::try_set) with a value read from the old node, at the version the
+///   new node has reached, writes over the new node as if nothing had changed. Curator's
+///   `trySetCount` does the same. [`add`](Self::add) reads just before it writes, so only
+///   a node replaced between its read and its write goes unnoticed.
 /// * **Overflow.** Curator's counter is a Java `int` and wraps; [`add`](Self::add)
 ///   refuses a sum that does not fit an `i32` ([`Error::InvalidArgument`], nothing
 ///   written) instead of wrapping.
