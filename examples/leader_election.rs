@@ -11,12 +11,16 @@
 //! Against a secured ensemble, see `examples/common/mod.rs` (`ZK_AUTH_FILE`, `ZK_TLS_*`).
 
 mod common;
+#[path = "common/say.rs"]
+mod say;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{signal, SignalKind};
 use zk_recipes::{LeaderElection, Leadership, Role, Session};
 use zookeeper_client::{Acls, Client, CreateMode};
+
+use say::say;
 
 const ELECTION: &str = "/zk-recipes-demo/election";
 const WORK: &str = "/zk-recipes-demo/master-work";
@@ -144,12 +148,4 @@ async fn fenced_write(
             Err(err) => return Err(err.into()),
         }
     }
-}
-
-fn say(id: &str, what: &str) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis();
-    println!("{now} [{id}] {what}");
 }

@@ -51,9 +51,13 @@
 //! from those lines that no two replicas ever work one partition at once).
 
 mod common;
+#[path = "common/replica.rs"]
+mod replica;
+#[path = "common/say.rs"]
+mod say;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -63,6 +67,9 @@ use zk_recipes::{
     Presence, Session, Written,
 };
 use zookeeper_client::CreateMode;
+
+use replica::Replica;
+use say::say;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -77,16 +84,15 @@ const RETRY: Duration = Duration::from_millis(200);
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let mut args = std::env::args().skip(1);
-    let id = args
-        .next()
-        .ok_or("usage: master_follower <id> [partitions] [timeout ms]")?;
-    let partitions: u32 = args.next().map_or(Ok(6), |n| n.parse())?;
-    let timeout: u64 = args.next().map_or(Ok(4000), |ms| ms.parse())?;
-    let root = std::env::var("DEMO_ROOT").unwrap_or_else(|_| "/zk-recipes-demo/service".into());
+    let Replica {
+        id,
+        partitions,
+        timeout,
+        root,
+    } = Replica::from_args("master_follower", 6, "/zk-recipes-demo/service")?;
 
     let session = common::builder()?
-        .session_timeout(Duration::from_millis(timeout))
+        .session_timeout(timeout)
         .connect(&common::hosts())
         .await?;
     let group = Group::new(&session, &format!("{root}/members"))?;
@@ -400,12 +406,4 @@ fn part_of(assignment: &str, id: &str) -> Option<String> {
         .find(|(member, _)| *member == id)
         .map(|(_, part)| part.to_owned())
         .filter(|part| !part.is_empty())
-}
-
-fn say(id: &str, what: &str) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis();
-    println!("{now} [{id}] {what}");
 }

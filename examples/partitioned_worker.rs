@@ -20,11 +20,18 @@
 //! never works a partition another replica may hold).
 
 mod common;
+#[path = "common/replica.rs"]
+mod replica;
+#[path = "common/say.rs"]
+mod say;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 use zk_recipes::{PartitionHold, Partitioner, Worker};
+
+use replica::Replica;
+use say::say;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -33,16 +40,15 @@ const WORK_UNIT: Duration = Duration::from_millis(100);
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let mut args = std::env::args().skip(1);
-    let id = args
-        .next()
-        .ok_or("usage: partitioned_worker <id> [partitions] [timeout ms]")?;
-    let count: usize = args.next().map_or(Ok(12), |n| n.parse())?;
-    let timeout: u64 = args.next().map_or(Ok(4000), |ms| ms.parse())?;
-    let root = std::env::var("DEMO_ROOT").unwrap_or_else(|_| "/zk-recipes-demo/partitioned".into());
+    let Replica {
+        id,
+        partitions: count,
+        timeout,
+        root,
+    } = Replica::from_args("partitioned_worker", 12, "/zk-recipes-demo/partitioned")?;
 
     let session = common::builder()?
-        .session_timeout(Duration::from_millis(timeout))
+        .session_timeout(timeout)
         .connect(&common::hosts())
         .await?;
     let partitions = (0..count).map(|p| format!("p{p:02}"));
@@ -129,12 +135,4 @@ async fn work(id: String, hold: PartitionHold) {
     say(&id, &format!("stopped working on {name}: {why}"));
     // A lost hold's release answers `Error::Lost`: its node is deleted all the same.
     hold.release().await.ok();
-}
-
-fn say(id: &str, what: &str) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis();
-    println!("{now} [{id}] {what}");
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
-use zk_harness::history::{Faults, Pause, Printed};
+use zk_harness::history::{stretches, Faults, Mark, Pause, Printed, Stretch};
 use zk_harness::{await_empty, now_ms, observer, unique_root, Ensemble, Proxy, PATIENCE};
 use zookeeper_client::{Acls, CreateMode};
 
@@ -89,65 +89,33 @@ fn replica(proxy: &Proxy, root: &str, id: &str, log: &watch::Sender<Vec<Line>>) 
     child
 }
 
-/// What a line says about the work on partitions.
-enum Work {
-    Started(u32),
-    /// Stopped, and whether because its lock was lost (noticed by the replica itself).
-    Stopped(u32, bool),
-}
-
-fn work(text: &str) -> Option<Work> {
-    let number = |s: &str| s.split([' ', ':']).next().and_then(|p| p.parse().ok());
+/// What a line says about the work on a partition: why `lock lost` if the replica noticed
+/// itself that its lock was lost.
+fn work(text: &str) -> Option<Mark> {
+    let number = |s: &str| {
+        s.split([' ', ':'])
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+    };
     if let Some(rest) = text.strip_prefix("working on partition ") {
-        return number(rest).map(Work::Started);
+        let what = number(rest)?.to_string();
+        return Some(Mark::Started { what, token: 0 });
     }
     let rest = text.strip_prefix("stopped working on partition ")?;
-    let lock_lost = rest.contains(": lock lost");
-    number(rest).map(|p| Work::Stopped(p, lock_lost))
+    let why = match rest.contains(": lock lost") {
+        true => "lock lost",
+        false => "",
+    };
+    let what = number(rest)?.to_string();
+    Some(Mark::Stopped {
+        what,
+        why: why.to_owned(),
+    })
 }
 
-/// A stretch of time in which a replica worked on a partition.
-#[derive(Clone, Debug)]
-struct Interval {
-    id: String,
-    partition: u32,
-    enter: u64,
-    /// `None`: still working (at the end of the log).
-    exit: Option<u64>,
-    /// Ended by the replica noticing that its lock was lost.
-    lock_lost: bool,
-}
-
-/// Every replica's intervals of work, in the order their lines were printed.
-fn intervals(log: &[Line]) -> Vec<Interval> {
-    let mut done = Vec::new();
-    let mut open: BTreeMap<(String, u32), Interval> = BTreeMap::new();
-    for line in log {
-        let (started, stopped, lock_lost) = match work(&line.text) {
-            None => continue,
-            Some(Work::Started(p)) => (vec![p], vec![], false),
-            Some(Work::Stopped(p, lock_lost)) => (vec![], vec![p], lock_lost),
-        };
-        for p in stopped {
-            if let Some(mut interval) = open.remove(&(line.id.clone(), p)) {
-                interval.exit = Some(line.ms);
-                interval.lock_lost = lock_lost;
-                done.push(interval);
-            }
-        }
-        for partition in started {
-            let interval = Interval {
-                id: line.id.clone(),
-                partition,
-                enter: line.ms,
-                exit: None,
-                lock_lost: false,
-            };
-            open.insert((line.id.clone(), partition), interval);
-        }
-    }
-    done.extend(open.into_values());
-    done
+/// Every replica's stretches of work on partitions, in the order their lines were printed.
+fn intervals(log: &[Line]) -> Vec<Stretch> {
+    stretches((log.iter()).filter_map(|line| Some((line.id.clone(), line.ms, work(&line.text)?))))
 }
 
 /// The id of the replica whose latest role line says MASTER.
@@ -178,16 +146,16 @@ impl Run {
         within: Duration,
         what: &str,
     ) {
-        let all: BTreeSet<u32> = (0..PARTITIONS).collect();
+        let all: BTreeSet<String> = (0..PARTITIONS).map(|p| p.to_string()).collect();
         let done = |log: &Vec<Line>| {
-            let open: Vec<Interval> = intervals(log)
+            let open: Vec<Stretch> = intervals(log)
                 .into_iter()
-                .filter(|i| i.exit.is_none() && ids.contains(&i.id.as_str()))
+                .filter(|i| i.exit.is_none() && ids.contains(&i.who.as_str()))
                 .collect();
             let stale =
-                |i: &Interval| fresh.is_some_and(|(id, since)| i.id == id && i.enter < since);
-            open.iter().map(|i| i.partition).collect::<BTreeSet<_>>() == all
-                && ids.iter().all(|id| open.iter().any(|i| i.id == *id))
+                |i: &Stretch| fresh.is_some_and(|(id, since)| i.who == id && i.enter < since);
+            open.iter().map(|i| i.what.clone()).collect::<BTreeSet<_>>() == all
+                && ids.iter().all(|id| open.iter().any(|i| i.who == *id))
                 && !open.iter().any(stale)
         };
         if tokio::time::timeout(within, self.log.wait_for(done))
@@ -207,14 +175,7 @@ impl Run {
     /// unit of work).
     fn overlaps(&self) -> Vec<String> {
         let printed: Vec<Printed> = (intervals(&self.log.borrow()).into_iter())
-            .map(|interval| Printed {
-                who: interval.id,
-                what: interval.partition.to_string(),
-                token: 0,
-                enter: interval.enter,
-                exit: interval.exit,
-                lost: interval.lock_lost,
-            })
+            .map(|stretch| stretch.printed("lock lost"))
             .collect();
         self.faults.overlaps(&printed)
     }
@@ -289,9 +250,9 @@ async fn no_two_replicas_work_one_partition_through_freeze_pause_and_kill() {
         .find(|l| !l.text.contains(&format!(" {follower}:")))
         .expect("a deal without the frozen follower")
         .ms;
-    let late: Vec<Interval> = (intervals(&log).into_iter())
-        .filter(|i| i.id == follower && i.enter <= frozen)
-        .filter(|i| i.exit.is_none_or(|exit| exit > redealt))
+    let late: Vec<Stretch> = (intervals(&log).into_iter())
+        .filter(|i| i.who == follower && i.enter <= frozen)
+        .filter(|i| i.exit.as_ref().is_none_or(|(exit, _)| *exit > redealt))
         .collect();
     assert!(
         late.is_empty(),
@@ -416,7 +377,7 @@ async fn a_replica_whose_id_was_taken_stops_and_exits() {
             .any(|l| l.text.starts_with("my membership ended")),
         "{log:#?}"
     );
-    let working: Vec<Interval> = intervals(&log)
+    let working: Vec<Stretch> = intervals(&log)
         .into_iter()
         .filter(|i| i.exit.is_none())
         .collect();

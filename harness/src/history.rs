@@ -274,3 +274,71 @@ impl Faults {
             .collect()
     }
 }
+
+/// What one line a process printed says of its work on one thing (a partition).
+#[derive(Clone, Debug)]
+pub enum Mark {
+    /// It started work on `what`, under fencing token `token` (0 where it prints none).
+    Started { what: String, token: u64 },
+    /// It stopped work on `what`, for `why` (as it said it).
+    Stopped { what: String, why: String },
+}
+
+/// A stretch of work a process printed: from the line that started it to the one that
+/// stopped it, on the clock every process on the machine shares (ms since the epoch).
+#[derive(Clone, Debug)]
+pub struct Stretch {
+    /// The process.
+    pub who: String,
+    /// What it worked on.
+    pub what: String,
+    pub token: u64,
+    pub enter: u64,
+    /// When it stopped, and why; `None` while it works (at the end of its output).
+    pub exit: Option<(u64, String)>,
+}
+
+impl Stretch {
+    /// The stretch as [`Faults::overlaps`] takes it: ended by the process finding its hold
+    /// lost if it said `lost` was why.
+    pub fn printed(self, lost: &str) -> Printed {
+        Printed {
+            lost: self.exit.as_ref().is_some_and(|(_, why)| why == lost),
+            exit: self.exit.map(|(ms, _)| ms),
+            who: self.who,
+            what: self.what,
+            token: self.token,
+            enter: self.enter,
+        }
+    }
+}
+
+/// The stretches of work in `marks` (who, when, what it said; in the order printed): each
+/// start paired with the next stop by the same process of the same work. Those stopped come
+/// first, in the order they stopped; those still open last.
+pub fn stretches(marks: impl IntoIterator<Item = (String, u64, Mark)>) -> Vec<Stretch> {
+    let mut done = Vec::new();
+    let mut open: std::collections::BTreeMap<(String, String), Stretch> = Default::default();
+    for (who, ms, mark) in marks {
+        match mark {
+            Mark::Started { what, token } => {
+                let stretch = Stretch {
+                    who: who.clone(),
+                    what: what.clone(),
+                    token,
+                    enter: ms,
+                    exit: None,
+                };
+                open.insert((who, what), stretch);
+            }
+            Mark::Stopped { what, why } => {
+                if let Some(mut stretch) = open.remove(&(who, what)) {
+                    stretch.exit = Some((ms, why));
+                    done.push(stretch);
+                }
+            }
+        }
+    }
+    done.extend(open.into_values());
+    done
+}

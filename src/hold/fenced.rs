@@ -1,27 +1,27 @@
 //! Fenced writes: [`Fenced`], a transaction that commits only while a hold is intact.
 //!
-//! The semantics are stated on [`Fenced`], the public face of this module; `parents`
-//! holds what creates with parents need.
+//! The semantics are stated on [`Fenced`], the public face of this module, and on
+//! [`Written`]. Its parts: `op` (one operation the caller added), `parents` (what creates
+//! with parents need), `answer` (the servers' answer read back: [`Written`], or the loss or
+//! failed operation a refusal means).
 
+mod answer;
+mod op;
 mod parents;
 
 use tracing::{debug, debug_span, info_span, Instrument};
 use zookeeper_client::Error as Zk;
-use zookeeper_client::{CreateMode, MultiWriteError, MultiWriteResult, MultiWriter};
+use zookeeper_client::{CreateMode, MultiWriteError};
 
 use super::Core;
-use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
 use crate::node::CachedNode;
 use crate::path;
 use crate::queue::MAX_DATA;
+use answer::Answer;
+pub use answer::Written;
+use op::{Op, OP_OVERHEAD};
 use parents::{Parents, Slot};
-
-/// The bytes a multi spends on one operation besides its path and data, at most: its
-/// header (type, done flag, error: 9 bytes), the lengths of path and data (8), a version or
-/// create flags (4) and a create's ACL list (at most two entries of ours: under 64). The
-/// request's own header fits in what [`MAX_DATA`] leaves below the servers' limit.
-const OP_OVERHEAD: usize = 96;
 
 /// How many times a transaction is sent while what it rests on keeps changing between a
 /// read and the write: the holder's own node, that it writes into (others write into it
@@ -99,51 +99,6 @@ pub struct Fenced {
     /// the first's.
     also: Vec<Core>,
     ops: Vec<Op>,
-}
-
-/// One operation of a [`Fenced`] transaction.
-#[derive(Debug)]
-enum Op {
-    Create {
-        path: String,
-        data: Vec<u8>,
-        mode: CreateMode,
-        /// Whether its missing parents are created with it.
-        parents: bool,
-    },
-    SetData {
-        path: String,
-        data: Vec<u8>,
-        version: Option<i32>,
-    },
-    Delete {
-        path: String,
-        version: Option<i32>,
-    },
-    Check {
-        path: String,
-        version: i32,
-    },
-}
-
-/// What one operation of a committed [`Fenced`] transaction did, in the order added.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Written {
-    /// A node was created, at this path (with its sequence number, if sequential).
-    Created {
-        /// Full path of the created node.
-        path: String,
-    },
-    /// A node's data was set; its new data version.
-    DataSet {
-        /// The node's data version after the write.
-        version: i32,
-    },
-    /// A node was deleted.
-    Deleted,
-    /// A node's version was as expected.
-    Checked,
 }
 
 impl Fenced {
@@ -278,7 +233,7 @@ impl Fenced {
             let mut attempt = 1;
             loop {
                 self.check_size(&parents)?;
-                let committed = self.unfold(self.send(&parents).await?)?;
+                let committed = answer::unfold(&self.also, self.send(&parents).await?)?;
                 let slots = parents.slots(&self.ops);
                 let again = attempt < ATTEMPTS;
                 attempt += 1;
@@ -290,7 +245,10 @@ impl Fenced {
                     }) if again => continue,
                     Err(MultiWriteError::OperationFailed { index, source })
                         if again && Parents::moved(slots.get(*index), source) => {}
-                    _ => return self.outcome(committed, &slots),
+                    _ => {
+                        let own_write = self.own_node_write();
+                        return answer::outcome(&self.hold, own_write, committed, &slots);
+                    }
                 }
                 // Looked up again even if none was missing before: others may have made
                 // them meanwhile.
@@ -311,10 +269,7 @@ impl Fenced {
     /// behind the creates of its missing `parents`. One that writes into the holder's node
     /// itself is sent behind a read of it, and checks the version read: a request to let go
     /// in it is latched before it is written over, never withdrawn unseen.
-    async fn send(
-        &self,
-        parents: &Parents,
-    ) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
+    async fn send(&self, parents: &Parents) -> Result<Answer> {
         let client = self.hold.connected()?;
         for also in &self.also {
             also.client()?;
@@ -391,160 +346,9 @@ impl Fenced {
             .map(|hold| hold.node().len() + OP_OVERHEAD)
             .sum()
     }
-
-    /// The answer to a multi as if it had checked the first holder's node only: the checks
-    /// of the other holders' nodes taken out (a failed one is that hold's loss), the index
-    /// of a failed operation counted without them.
-    ///
-    /// # Notable errors
-    /// * [`Error::Lost`] naming the node of a hold whose check failed for want of its node.
-    fn unfold(
-        &self,
-        committed: std::result::Result<Vec<MultiWriteResult>, MultiWriteError>,
-    ) -> Result<std::result::Result<Vec<MultiWriteResult>, MultiWriteError>> {
-        let others = self.also.len();
-        Ok(match committed {
-            Ok(mut results) if others > 0 => {
-                results.drain(1..=others.min(results.len().saturating_sub(1)));
-                Ok(results)
-            }
-            Err(MultiWriteError::OperationFailed { index, source })
-                if (1..=others).contains(&index) =>
-            {
-                let also = &self.also[index - 1];
-                return Err(match source {
-                    Zk::NoNode => also.lost_error(),
-                    source => Error::at(also.node(), source),
-                });
-            }
-            Err(MultiWriteError::OperationFailed { index, source }) if index > others => {
-                Err(MultiWriteError::OperationFailed {
-                    index: index - others,
-                    source,
-                })
-            }
-            other => other,
-        })
-    }
-
-    /// What the servers' answer means: the hold's loss if the check of its node failed (or
-    /// the session is gone), the caller's failed operation, or what each did.
-    fn outcome(
-        &self,
-        committed: std::result::Result<Vec<MultiWriteResult>, MultiWriteError>,
-        slots: &[Slot<'_>],
-    ) -> Result<Vec<Written>> {
-        match committed {
-            Ok(results) => Ok(results
-                .into_iter()
-                .zip(slots)
-                .filter(|(_, slot)| matches!(slot, Slot::Op(..)))
-                .map(|(result, _)| Written::from(result))
-                .collect()),
-            // The holder's node is gone. Any other refusal of the check (an ACL that no
-            // longer lets us read it) is no proof that the hold is over.
-            Err(MultiWriteError::OperationFailed {
-                index: 0,
-                source: Zk::NoNode,
-            }) => Err(self.hold.lost_error()),
-            // The version read of the holder's node moved: the write into it failed.
-            Err(MultiWriteError::OperationFailed {
-                index: 0,
-                source: Zk::BadVersion,
-            }) => Err(Error::FencedOpFailed {
-                index: self.own_node_write().unwrap_or_default(),
-                path: self.hold.node().to_string(),
-                reason: Zk::BadVersion,
-            }),
-            Err(MultiWriteError::OperationFailed { index: 0, source }) => {
-                Err(Error::at(self.hold.node(), source))
-            }
-            Err(MultiWriteError::OperationFailed { index, source }) => {
-                let (index, path) = match slots.get(index) {
-                    Some(Slot::Parent { op, path }) => (*op, *path),
-                    Some(Slot::Op(index, op)) => (*index, op.path()),
-                    Some(Slot::Check) | None => (index - 1, ""),
-                };
-                Err(Error::FencedOpFailed {
-                    index,
-                    path: path.to_owned(),
-                    reason: source,
-                })
-            }
-            Err(MultiWriteError::RequestFailed {
-                source: Zk::SessionExpired | Zk::ClientClosed,
-            }) => Err(self.hold.lost_error()),
-            Err(MultiWriteError::RequestFailed { source }) => {
-                Err(Error::at(self.hold.node(), source))
-            }
-        }
-    }
 }
 
 /// The error for operation `index` (or a parent of it) on `path`, refused before sending.
 fn invalid(index: usize, path: &str, why: &str) -> Error {
     Error::InvalidArgument(format!("fenced operation {index} on {path:?}: {why}"))
-}
-
-impl Op {
-    /// Whether it creates the node `path` itself (not a sequential node named after it).
-    fn creates(&self, path: &str) -> bool {
-        let sequential = |mode: &CreateMode| {
-            matches!(
-                mode,
-                CreateMode::PersistentSequential | CreateMode::EphemeralSequential
-            )
-        };
-        matches!(self, Op::Create { path: made, mode, .. } if made == path && !sequential(mode))
-    }
-
-    fn path(&self) -> &str {
-        match self {
-            Op::Create { path, .. }
-            | Op::SetData { path, .. }
-            | Op::Delete { path, .. }
-            | Op::Check { path, .. } => path,
-        }
-    }
-
-    /// The bytes it takes in a request, at most.
-    fn size(&self) -> usize {
-        let data = match self {
-            Op::Create { data, .. } | Op::SetData { data, .. } => data.len(),
-            Op::Delete { .. } | Op::Check { .. } => 0,
-        };
-        self.path().len() + data + OP_OVERHEAD
-    }
-
-    fn add_to(
-        &self,
-        writer: &mut MultiWriter<'_>,
-        acl: NodeAcl,
-    ) -> std::result::Result<(), zookeeper_client::Error> {
-        match self {
-            Op::Create {
-                path, data, mode, ..
-            } => writer.add_create(path, data, &mode.with_acls(acl.acls())),
-            Op::SetData {
-                path,
-                data,
-                version,
-            } => writer.add_set_data(path, data, *version),
-            Op::Delete { path, version } => writer.add_delete(path, *version),
-            Op::Check { path, version } => writer.add_check_version(path, *version),
-        }
-    }
-}
-
-impl From<MultiWriteResult> for Written {
-    fn from(result: MultiWriteResult) -> Written {
-        match result {
-            MultiWriteResult::Create { path, .. } => Written::Created { path },
-            MultiWriteResult::SetData { stat } => Written::DataSet {
-                version: stat.version,
-            },
-            MultiWriteResult::Delete => Written::Deleted,
-            _ => Written::Checked,
-        }
-    }
 }

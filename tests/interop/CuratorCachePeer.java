@@ -1,7 +1,7 @@
 // A Curator CuratorCache peer driven over stdin/stdout by benches/cache (see
 // zk_harness::peers::Peer::curator_cache).
 //
-//   java -cp <curator jars>:<dir of CuratorCachePeer.class> CuratorCachePeer <connect string> <path>
+//   java -cp <curator jars>:<dir of the peers' classes> CuratorCachePeer <connect string> <path>
 //
 // Prints `ready` once its client is connected, then answers every command line with one
 // line: `ok [...]` or `err <what>`.
@@ -16,16 +16,12 @@
 // stdout carries the protocol only: logging goes nowhere (slf4j-nop on the class path).
 
 import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.cache.CuratorCache;
 import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
-import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorCachePeer {
     public static void main(String[] args) throws Exception {
@@ -34,26 +30,15 @@ public class CuratorCachePeer {
             System.exit(2);
         }
         String path = args[1];
-        CuratorFramework client = CuratorFrameworkFactory.builder()
-                .connectString(args[0])
-                .sessionTimeoutMs(10000)
-                .connectionTimeoutMs(10000)
-                .retryPolicy(new ExponentialBackoffRetry(100, 10))
-                .build();
-        client.start();
-        if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
-            throw new IllegalStateException("no connection to " + args[0] + " within 20 s");
-        }
+        CuratorFramework client = CuratorPeer.connect(args[0]);
         CuratorCache cache = null;
         long started = System.nanoTime();
-        BufferedReader in =
-                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        reply("ready");
+        BufferedReader in = CuratorPeer.ready();
         String line;
         while ((line = in.readLine()) != null) {
             switch (line.trim()) {
                 case "heap":
-                    reply("ok " + heap());
+                    CuratorPeer.reply("ok " + heap());
                     break;
                 case "load":
                     cache = CuratorCache.build(client, path);
@@ -64,32 +49,32 @@ public class CuratorCachePeer {
                     started = System.nanoTime();
                     cache.start();
                     if (!initialized.await(600, TimeUnit.SECONDS)) {
-                        reply("err not initialized within 600 s");
+                        CuratorPeer.reply("err not initialized within 600 s");
                         break;
                     }
                     long ms = (System.nanoTime() - started) / 1_000_000;
-                    reply("ok " + ms + " " + cache.size());
+                    CuratorPeer.reply("ok " + ms + " " + cache.size());
                     break;
                 case "size":
                     long since = (System.nanoTime() - started) / 1_000_000;
-                    reply("ok " + (cache == null ? 0 : cache.size()) + " " + since);
+                    CuratorPeer.reply("ok " + (cache == null ? 0 : cache.size()) + " " + since);
                     break;
                 case "close":
                     if (cache != null) {
                         cache.close();
                         cache = null;
                     }
-                    reply("ok closed");
+                    CuratorPeer.reply("ok closed");
                     break;
                 case "quit":
                     if (cache != null) {
                         cache.close();
                     }
                     client.close();
-                    reply("ok bye");
+                    CuratorPeer.reply("ok bye");
                     return;
                 default:
-                    reply("err unknown command " + line);
+                    CuratorPeer.reply("err unknown command " + line);
             }
         }
     }
@@ -104,10 +89,5 @@ public class CuratorCachePeer {
             used = Math.min(used, runtime.totalMemory() - runtime.freeMemory());
         }
         return used;
-    }
-
-    private static void reply(String line) {
-        System.out.println(line);
-        System.out.flush();
     }
 }

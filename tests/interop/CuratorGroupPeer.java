@@ -1,7 +1,7 @@
 // A Curator GroupMember peer driven over stdin/stdout by tests/interop.rs (see
 // zk_harness::peers::Peer::curator_group).
 //
-//   java -cp <curator jars>:<dir of CuratorGroupPeer.class> CuratorGroupPeer <connect string> <path>
+//   java -cp <curator jars>:<dir of the peers' classes> CuratorGroupPeer <connect string> <path>
 //
 // Prints `ready` once its client is connected, then answers every command line with one
 // line: `ok [...]` or `err <what>`. Ids and data contain no spaces.
@@ -17,17 +17,13 @@
 // stdout carries the protocol only: logging goes nowhere (slf4j-nop on the class path).
 
 import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.nodes.GroupMember;
-import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class CuratorGroupPeer {
     public static void main(String[] args) throws Exception {
@@ -36,26 +32,11 @@ public class CuratorGroupPeer {
             System.exit(2);
         }
         String path = args[1];
-        CuratorFramework client = CuratorFrameworkFactory.builder()
-                .connectString(args[0])
-                .sessionTimeoutMs(10000)
-                .connectionTimeoutMs(10000)
-                .retryPolicy(new ExponentialBackoffRetry(100, 10))
-                .build();
-        client.start();
-        if (!client.blockUntilConnected(20, TimeUnit.SECONDS)) {
-            throw new IllegalStateException("no connection to " + args[0] + " within 20 s");
-        }
+        CuratorFramework client = CuratorPeer.connect(args[0]);
         Map<String, GroupMember> members = new LinkedHashMap<>();
-        BufferedReader in =
-                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        reply("ready");
-        String line;
-        while ((line = in.readLine()) != null) {
-            String[] w = line.trim().split("\\s+");
-            if (w.length == 0 || w[0].isEmpty()) {
-                continue;
-            }
+        BufferedReader in = CuratorPeer.ready();
+        String[] w;
+        while ((w = CuratorPeer.words(in)) != null) {
             try {
                 switch (w[0]) {
                     case "join": {
@@ -63,12 +44,12 @@ public class CuratorGroupPeer {
                                 w[2].getBytes(StandardCharsets.UTF_8));
                         member.start();
                         members.put(w[1], member);
-                        reply("ok joined");
+                        CuratorPeer.reply("ok joined");
                         break;
                     }
                     case "leave":
                         members.remove(w[1]).close();
-                        reply("ok left");
+                        CuratorPeer.reply("ok left");
                         break;
                     case "await-members": {
                         GroupMember viewer = members.values().iterator().next();
@@ -78,7 +59,7 @@ public class CuratorGroupPeer {
                             Thread.sleep(10);
                         }
                         String seen = shown(viewer);
-                        reply("ok " + ids(viewer).equals(wanted) + " " + (seen.isEmpty() ? "-" : seen));
+                        CuratorPeer.reply("ok " + ids(viewer).equals(wanted) + " " + (seen.isEmpty() ? "-" : seen));
                         break;
                     }
                     case "quit":
@@ -86,13 +67,13 @@ public class CuratorGroupPeer {
                             member.close();
                         }
                         client.close();
-                        reply("ok bye");
+                        CuratorPeer.reply("ok bye");
                         return;
                     default:
-                        reply("err unknown command " + w[0]);
+                        CuratorPeer.reply("err unknown command " + w[0]);
                 }
             } catch (Exception e) {
-                reply("err " + e);
+                CuratorPeer.reply("err " + e);
             }
         }
     }
@@ -112,10 +93,5 @@ public class CuratorGroupPeer {
         StringBuilder out = new StringBuilder();
         current(viewer).forEach((id, data) -> out.append(out.length() == 0 ? "" : ",").append(id).append('=').append(data));
         return out.toString();
-    }
-
-    static void reply(String line) {
-        System.out.println(line);
-        System.out.flush();
     }
 }

@@ -83,6 +83,7 @@
 // stdout carries the protocol only: logging goes nowhere (slf4j-nop on the class path).
 
 import java.io.BufferedReader;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
@@ -122,6 +123,7 @@ public class CuratorPeer {
         return connect(connectString);
     }
 
+    // Also the connection of CuratorGroupPeer and CuratorCachePeer, compiled with this one.
     static CuratorFramework connect(String connectString) throws Exception {
         CuratorFramework client = CuratorFrameworkFactory.builder()
                 .connectString(connectString)
@@ -151,15 +153,9 @@ public class CuratorPeer {
         Deque<Lease> leases = new ArrayDeque<>();
         Map<String, LeaderLatch> latches = new HashMap<>();
         Map<String, SharedCount> counts = new HashMap<>();
-        BufferedReader in =
-                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        reply("ready");
-        String line;
-        while ((line = in.readLine()) != null) {
-            String[] w = line.trim().split("\\s+");
-            if (w.length == 0 || w[0].isEmpty()) {
-                continue;
-            }
+        BufferedReader in = ready();
+        String[] w;
+        while ((w = words(in)) != null) {
             try {
                 switch (w[0]) {
                     case "lock": {
@@ -469,6 +465,29 @@ public class CuratorPeer {
         return error != null ? error : "ok " + increments.get() + " " + elapsed;
     }
 
+    // Says `ready`, then reads the command lines on stdin. Also CuratorGroupPeer's and
+    // CuratorCachePeer's.
+    static BufferedReader ready() {
+        BufferedReader in =
+                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        reply("ready");
+        return in;
+    }
+
+    // The words of the next command line on `in`, blank lines skipped; null at its end.
+    // Also CuratorGroupPeer's.
+    static String[] words(BufferedReader in) throws IOException {
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] w = line.trim().split("\\s+");
+            if (w.length > 0 && !w[0].isEmpty()) {
+                return w;
+            }
+        }
+        return null;
+    }
+
+    // One line of the protocol; also the reply of CuratorGroupPeer and CuratorCachePeer.
     static synchronized void reply(String line) {
         System.out.println(line);
         System.out.flush();

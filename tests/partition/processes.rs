@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 use tokio::signal::unix::{signal as on_signal, SignalKind};
 use tokio::sync::watch;
-use zk_harness::history::{Faults, Pause, Printed};
+use zk_harness::history::{stretches, Faults, Mark, Pause, Printed, Stretch};
 use zk_harness::{
     await_empty, child_test, now_ms, observer, session, signal, unique_root, Ensemble, Proxy,
     PATIENCE,
@@ -132,44 +132,22 @@ fn member(proxy: &Proxy, root: &str, id: &str, log: &watch::Sender<Vec<Line>>) -
     child
 }
 
-/// A stretch of time in which a member worked a partition.
-#[derive(Clone, Debug)]
-struct Interval {
-    id: String,
-    partition: String,
-    token: u64,
-    enter: u64,
-    /// When it stopped, and why (`lost`, `moved`); `None` while it works.
-    exit: Option<(u64, String)>,
-}
-
-fn intervals(log: &[Line]) -> Vec<Interval> {
-    let mut done = Vec::new();
-    let mut open: BTreeMap<(String, String), Interval> = BTreeMap::new();
-    for line in log {
-        let words: Vec<&str> = line.text.split(' ').collect();
-        match words[..] {
-            ["working", partition, token] => {
-                let interval = Interval {
-                    id: line.id.clone(),
-                    partition: partition.to_owned(),
-                    token: token.parse().unwrap(),
-                    enter: line.ms,
-                    exit: None,
-                };
-                open.insert((line.id.clone(), partition.to_owned()), interval);
-            }
-            ["stopped", partition, _, why] => {
-                if let Some(mut interval) = open.remove(&(line.id.clone(), partition.to_owned())) {
-                    interval.exit = Some((line.ms, why.to_owned()));
-                    done.push(interval);
-                }
-            }
-            _ => {}
-        }
-    }
-    done.extend(open.into_values());
-    done
+/// Every member's stretches of work on partitions, from the lines it printed.
+fn intervals(log: &[Line]) -> Vec<Stretch> {
+    stretches(log.iter().filter_map(|line| {
+        let mark = match line.text.split(' ').collect::<Vec<_>>()[..] {
+            ["working", partition, token] => Mark::Started {
+                what: partition.to_owned(),
+                token: token.parse().unwrap(),
+            },
+            ["stopped", partition, _, why] => Mark::Stopped {
+                what: partition.to_owned(),
+                why: why.to_owned(),
+            },
+            _ => return None,
+        };
+        Some((line.id.clone(), line.ms, mark))
+    }))
 }
 
 /// The members' lines, and the faults done to them.
@@ -188,23 +166,22 @@ impl Run {
         fresh: Option<(&str, u64)>,
         within: Duration,
         what: &str,
-    ) -> BTreeMap<String, Interval> {
+    ) -> BTreeMap<String, Stretch> {
         let (floor, ceil) = (PARTITIONS / ids.len(), PARTITIONS.div_ceil(ids.len()));
-        let working = |log: &Vec<Line>| -> Option<BTreeMap<String, Interval>> {
+        let working = |log: &Vec<Line>| -> Option<BTreeMap<String, Stretch>> {
             // A member stopped, cut off or killed cannot say that it stopped: only the
             // intervals of `ids` count.
-            let open: Vec<Interval> = (intervals(log).into_iter())
-                .filter(|i| i.exit.is_none() && ids.contains(&i.id.as_str()))
+            let open: Vec<Stretch> = (intervals(log).into_iter())
+                .filter(|i| i.exit.is_none() && ids.contains(&i.who.as_str()))
                 .collect();
             let stale =
-                |i: &Interval| fresh.is_some_and(|(id, since)| i.id == id && i.enter < since);
+                |i: &Stretch| fresh.is_some_and(|(id, since)| i.who == id && i.enter < since);
             let counts_ok = ids.iter().all(|id| {
-                let n = open.iter().filter(|i| i.id == *id).count();
+                let n = open.iter().filter(|i| i.who == *id).count();
                 n == floor || n == ceil
             });
-            let by_partition: BTreeMap<String, Interval> = (open.iter())
-                .map(|i| (i.partition.clone(), i.clone()))
-                .collect();
+            let by_partition: BTreeMap<String, Stretch> =
+                (open.iter()).map(|i| (i.what.clone(), i.clone())).collect();
             let covered = open.len() == PARTITIONS && by_partition.len() == PARTITIONS;
             (counts_ok && covered && !open.iter().any(stale)).then_some(by_partition)
         };
@@ -225,14 +202,7 @@ impl Run {
     /// [`Faults::overlaps`]: a member looks at its hold before every unit of work).
     fn overlaps(&self) -> Vec<String> {
         let printed: Vec<Printed> = (intervals(&self.log.borrow()).into_iter())
-            .map(|i| Printed {
-                lost: i.exit.as_ref().is_some_and(|(_, why)| why == "lost"),
-                exit: i.exit.map(|(ms, _)| ms),
-                who: i.id,
-                what: i.partition,
-                token: i.token,
-                enter: i.enter,
-            })
+            .map(|stretch| stretch.printed("lost"))
             .collect();
         self.faults.overlaps(&printed)
     }
@@ -244,7 +214,7 @@ impl Run {
             .filter_map(|i| {
                 i.exit
                     .filter(|(ms, _)| *ms >= since)
-                    .map(|(_, why)| (i.partition, why))
+                    .map(|(_, why)| (i.what, why))
             })
             .collect();
         stopped.sort();
@@ -256,11 +226,11 @@ impl Run {
 /// `(partition, "moved")`, sorted.
 fn moved_by(
     partitioner: &Partitioner,
-    before: &BTreeMap<String, Interval>,
+    before: &BTreeMap<String, Stretch>,
     after: &[&str],
 ) -> Vec<(String, String)> {
     let before: BTreeMap<String, String> = (before.iter())
-        .map(|(partition, interval)| (partition.clone(), interval.id.clone()))
+        .map(|(partition, interval)| (partition.clone(), interval.who.clone()))
         .collect();
     let after = partitioner.assignment(after, &before);
     (before.iter())
@@ -270,9 +240,9 @@ fn moved_by(
 }
 
 /// The partitions `id` works in `working`, as `moved_by` lists them.
-fn taken_by(working: &BTreeMap<String, Interval>, id: &str) -> Vec<(String, String)> {
+fn taken_by(working: &BTreeMap<String, Stretch>, id: &str) -> Vec<(String, String)> {
     (working.iter())
-        .filter(|(_, interval)| interval.id == id)
+        .filter(|(_, interval)| interval.who == id)
         .map(|(partition, _)| (partition.clone(), "moved".to_owned()))
         .collect()
 }

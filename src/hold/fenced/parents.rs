@@ -5,7 +5,7 @@
 
 use zookeeper_client::{Client, Error as Zk};
 
-use super::{Op, OP_OVERHEAD};
+use super::op::{Op, OP_OVERHEAD};
 use crate::error::{Error, Result};
 use crate::path;
 
