@@ -216,6 +216,50 @@ async fn a_dropped_join_or_worker_leaves_nothing() {
     nothing_left(fx, &partitions).await;
 }
 
+/// A member whose node went and was made again (after an expiry, or deleted by someone)
+/// while a member with another set of partitions joined gives way, as the newer of two
+/// racing joins does: its worker ends with `PartitionsConflict`, every hold let go; the other
+/// member's node stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_made_again_after_another_set_joined_gives_way() {
+    let fx = fixture("partition-set-meanwhile", 1).await;
+    let partitions = names(3);
+    let log = Log::new(&fx);
+    let a = Member::join(&fx.sessions[0], &fx.root, &partitions, "a", &log).await;
+    a.await_settled(&["a"]).await;
+
+    // The record of another set: ours with another fingerprint.
+    let node = format!("{}/members/a", fx.root);
+    let (raw, _) = fx.observer.get_data(&node).await.unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, _) = raw.lines().next().unwrap().rsplit_once(' ').unwrap();
+    let theirs = format!("{head} 0123456789abcdef\nowns\n");
+    let intruder = format!("{}/members/z", fx.root);
+    let mut multi = fx.observer.new_multi_writer();
+    multi.add_delete(&node, None).unwrap();
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    multi
+        .add_create(&intruder, theirs.as_bytes(), &ephemeral)
+        .unwrap();
+    multi.commit().await.unwrap();
+
+    let ended = bounded("the worker ends", PATIENCE, a.dealing)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&ended, Error::PartitionsConflict { member, .. } if member == "z"),
+        "{ended:?}"
+    );
+    let worker = Arc::into_inner(a.worker).unwrap();
+    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
+    let ended = log.steps().iter().filter(|s| s.ended.is_some()).count();
+    assert_eq!(ended, 3, "{:#?}", log.steps());
+    let (data, _) = fx.observer.get_data(&intruder).await.unwrap();
+    assert_eq!(data, theirs.as_bytes());
+    fx.observer.delete(&intruder, None).await.unwrap();
+    nothing_left(fx, &partitions).await;
+}
+
 /// Closing the session ends the worker: its holds are lost, `next_partition` says `Closed`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closed_session_ends_the_worker() {

@@ -203,13 +203,33 @@ impl Dealer {
             match event {
                 Event::Stop => return Ok(()),
                 Event::MembershipEnded(loss) => return Err(ended(membership, loss)),
-                Event::MembersChanged(true) => self.stale = true,
+                Event::MembersChanged(true) => {
+                    self.stale = true;
+                    self.check_set()?;
+                }
                 Event::MembersChanged(false) => return Err(Error::Closed),
                 Event::Taken(taken) => self.taken(taken)?,
                 Event::Asked(asked) => self.asked(asked),
                 Event::Released(ended) => self.released(ended),
             }
             self.claim(membership);
+        }
+    }
+
+    /// Ends the worker if a member whose node is older than this member's records other
+    /// partitions: one that joined while this member's node was away (its session expired,
+    /// or someone deleted it) and so was not refused by it. The newer node gives way, as
+    /// at [`join`](super::Partitioner::join). Nothing to judge while this member's node is
+    /// not in view.
+    fn check_set(&self) -> Result<()> {
+        let (record, me) = (&self.partitioner.record, &*self.partitioner.id);
+        let view = self.members.borrow();
+        let ours = (view.iter())
+            .find(|m| m.id == me && record.counts(m))
+            .map(|m| m.created);
+        match ours.and_then(|ours| record.conflict(&view, Some(ours))) {
+            Some(other) => Err(record.refused(&self.partitioner.root, other)),
+            None => Ok(()),
         }
     }
 

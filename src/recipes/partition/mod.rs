@@ -72,7 +72,9 @@ use record::{member_data, Record};
 ///   A member's node records them (a count and a fingerprint of the names, and the version
 ///   of the assignment function: see [`Error::PartitionsConflict`]); [`join`](Self::join)
 ///   refuses, with that error and nothing left behind, to join a group where a member records
-///   another set (of two that join at once, the one whose node is newer gives way). Members
+///   another set (of two that join at once, the one whose node is newer gives way; so does
+///   a member whose node is made again, after an expiry, once another set joined while it
+///   was away: its worker ends with that error). Members
 ///   with another record, and group nodes this session may not read, are not counted in
 ///   the assignment.
 /// * **Ids.** A member's id is its member node's name and its partitions' lock nodes' data,

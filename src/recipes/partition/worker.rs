@@ -83,6 +83,10 @@ impl Worker {
     /// # Notable errors
     /// Once the worker ended (every partition it held was asked to let go):
     /// * [`Error::IdTaken`] if another session took this member's id while it was away.
+    /// * [`Error::PartitionsConflict`] if, while this member's node was away (its session
+    ///   expired, or someone deleted it), a member that records another set of partitions
+    ///   joined: the member made again gives way, as a newer one does at
+    ///   [`join`](crate::Partitioner::join).
     /// * [`Error::Closed`] if the session was closed.
     /// * [`Error::NoAuth`], [`Error::InvalidAcl`], [`Error::EphemeralParent`] if a
     ///   partition's lock cannot be taken (its path's ACL, the node ACL, an ephemeral
