@@ -145,31 +145,11 @@ async fn a_member_whose_id_was_taken_lets_go_of_everything() {
     })
     .await;
 
-    let mut multi = fx.observer.new_multi_writer();
-    multi.add_delete(&node, None).unwrap();
-    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-    multi.add_create(&node, b"taker", &ephemeral).unwrap();
-    multi.commit().await.unwrap();
-
-    let ended = bounded("the worker ends", PATIENCE, a.dealing)
-        .await
-        .unwrap();
+    replace(&fx.observer, &node, &node, b"taker").await;
+    let ended = let_go(a, &log, partitions.len()).await;
     assert!(
         matches!(&ended, Error::IdTaken { node: taken } if *taken == node),
         "{ended:?}"
-    );
-    let worker = Arc::into_inner(a.worker).unwrap();
-    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
-    let ended = log
-        .steps()
-        .into_iter()
-        .filter(|s| s.ended.is_some())
-        .count();
-    assert_eq!(ended, 3, "{:#?}", log.steps());
-    assert!(
-        log.steps().iter().all(|s| s.ended != Some(Why::Lost)),
-        "{:#?}",
-        log.steps()
     );
 
     let (data, stat) = fx.observer.get_data(&node).await.unwrap();
@@ -235,25 +215,12 @@ async fn a_member_made_again_after_another_set_joined_gives_way() {
     let (head, _) = raw.lines().next().unwrap().rsplit_once(' ').unwrap();
     let theirs = format!("{head} 0123456789abcdef\nowns\n");
     let intruder = format!("{}/members/z", fx.root);
-    let mut multi = fx.observer.new_multi_writer();
-    multi.add_delete(&node, None).unwrap();
-    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-    multi
-        .add_create(&intruder, theirs.as_bytes(), &ephemeral)
-        .unwrap();
-    multi.commit().await.unwrap();
-
-    let ended = bounded("the worker ends", PATIENCE, a.dealing)
-        .await
-        .unwrap();
+    replace(&fx.observer, &node, &intruder, theirs.as_bytes()).await;
+    let ended = let_go(a, &log, partitions.len()).await;
     assert!(
         matches!(&ended, Error::PartitionsConflict { member, .. } if member == "z"),
         "{ended:?}"
     );
-    let worker = Arc::into_inner(a.worker).unwrap();
-    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
-    let ended = log.steps().iter().filter(|s| s.ended.is_some()).count();
-    assert_eq!(ended, 3, "{:#?}", log.steps());
     let (data, _) = fx.observer.get_data(&intruder).await.unwrap();
     assert_eq!(data, theirs.as_bytes());
     fx.observer.delete(&intruder, None).await.unwrap();
@@ -343,4 +310,29 @@ async fn await_node(observer: &Client, node: &str, done: impl Fn(&str) -> bool) 
         }
     })
     .await;
+}
+
+/// Deletes `node` and makes `made` (ephemeral, the observer's, holding `data`) in one
+/// transaction.
+async fn replace(observer: &Client, node: &str, made: &str, data: &[u8]) {
+    let mut multi = observer.new_multi_writer();
+    multi.add_delete(node, None).unwrap();
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    multi.add_create(made, data, &ephemeral).unwrap();
+    multi.commit().await.unwrap();
+}
+
+/// Why `member`'s worker ended, once it did; then leaves, and checks that each of its
+/// `holds` ended, let go rather than lost.
+async fn let_go(member: Member, log: &Log, holds: usize) -> Error {
+    let ended = bounded("the worker ends", PATIENCE, member.dealing)
+        .await
+        .unwrap();
+    let worker = Arc::into_inner(member.worker).unwrap();
+    bounded("leave", PATIENCE, worker.leave()).await.unwrap();
+    let steps = log.steps();
+    let ends: Vec<_> = steps.iter().filter_map(|s| s.ended.as_ref()).collect();
+    assert_eq!(ends.len(), holds, "{steps:#?}");
+    assert!(ends.iter().all(|why| **why != Why::Lost), "{steps:#?}");
+    ended
 }
