@@ -180,6 +180,14 @@ impl Ticket {
     /// # Cancel safety
     /// Cancel safe: the contender keeps its place and the hand-off's watches.
     pub(crate) async fn wait_first(&mut self, wait: Wait) -> Result<Turn> {
+        // First already (as most entries are): what the wait below would say at its first
+        // look, without registering for the close.
+        if self.is_first() {
+            return match self.session.is_closed() {
+                true => self.failed(Error::Closed),
+                false => Ok(Turn::First),
+            };
+        }
         let session = self.session.clone();
         let first = async {
             loop {

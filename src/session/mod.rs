@@ -432,9 +432,14 @@ impl Session {
         let notified = self.inner.closes.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if !matches!(*self.inner.current.borrow(), Current::Closed) {
+        if !self.is_closed() {
             notified.await;
         }
+    }
+
+    /// Whether the session was closed: what [`closed`](Self::closed) would resolve on now.
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(*self.inner.current.borrow(), Current::Closed)
     }
 
     /// Resolves once the session is closed, or once every handle to it is gone; unlike
