@@ -49,9 +49,9 @@ pub(crate) struct Ticket {
     /// The client of the session the node belongs to. Weak: only [`Session`] keeps a
     /// client alive, so that closing it ends the ZooKeeper session.
     pub(super) client: Weak<Client>,
-    /// Full path of the node; the root is its parent. Boxed: a waiting acquisition keeps
-    /// the contender, and is the smaller for it.
-    pub(super) node: Box<str>,
+    /// Full path of the node; the root is its parent. Shared with the hold's core, which
+    /// keeps the same path: one copy per node.
+    pub(super) node: Arc<str>,
     pub(super) czxid: i64,
     pub(super) place: Place,
     /// Who keeps it from holding, and who signals.
@@ -73,6 +73,11 @@ impl Ticket {
     /// Full path of the node.
     pub(crate) fn node(&self) -> &str {
         &self.node
+    }
+
+    /// Full path of the node, shared.
+    pub(crate) fn shared_node(&self) -> Arc<str> {
+        self.node.clone()
     }
 
     /// The zxid that created the node: a fencing token, greater for every later node.
@@ -145,7 +150,7 @@ impl Ticket {
     /// Cancel safe: the removal goes on in the background.
     pub(crate) async fn leave(mut self) -> Result<Left> {
         self.armed = false;
-        let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
+        let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
         spawn_removal(&self.session, self.client.clone(), removal).await
     }
 
@@ -359,7 +364,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.armed {
-            let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
+            let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
             drop(spawn_removal(&self.session, self.client.clone(), removal));
         }
     }

@@ -499,7 +499,7 @@ impl Creating {
             armed: true,
             handoff: None,
             asked: Arc::default(),
-            node: node.into_boxed_str(),
+            node: node.into(),
             czxid,
         })
     }
