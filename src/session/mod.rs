@@ -35,7 +35,7 @@ pub(crate) use connection::{
     connected_now, connection_lost, disconnected, gone_after, reconnected, retry, terminal,
 };
 pub(crate) use deferrals::Due;
-pub(crate) use roots::KnownRoots;
+pub(crate) use roots::{root_hash, KnownRoots};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
@@ -514,7 +514,8 @@ impl Session {
         }
     }
 
-    /// A permit to enter the queue under `root` (waited for while a bounded number of
+    /// A permit to enter the queue under the root of hash `root` ([`root_hash`]; waited for
+    /// while a bounded number of
     /// entries on that root are under way, see [`permits`]) and the client of the live
     /// session once it is connected. The entry gives the permit back once its create and
     /// listing are answered.
@@ -525,7 +526,7 @@ impl Session {
     ///
     /// # Cancel safety
     /// Cancel safe: permits are handed out in order, and a dropped wait takes none.
-    pub(crate) async fn ready(&self, root: &str) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
+    pub(crate) async fn ready(&self, root: u64) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
         let permit = self.inner.entries.permit(root).await.ok_or(Error::Closed)?;
         Ok((permit, self.live_connected().await?))
     }
@@ -545,7 +546,8 @@ impl Session {
         Ok(client)
     }
 
-    /// A permit to enter the queue under `root` and the live client, without waiting for a
+    /// A permit to enter the queue under the root of hash `root` ([`root_hash`]) and the
+    /// live client, without waiting for a
     /// connection: the client must be connected now, and a permit is waited for only while
     /// it stays so (creates sent on a cut connection keep their permits until it is back).
     ///
@@ -556,7 +558,7 @@ impl Session {
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub(crate) async fn ready_now(&self, root: &str) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
+    pub(crate) async fn ready_now(&self, root: u64) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
         let client = self.connected()?;
         tokio::select! {
             permit = self.inner.entries.permit(root) => Ok((permit.ok_or(Error::Closed)?, client)),
