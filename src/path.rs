@@ -69,20 +69,32 @@ fn reason(path: &str) -> Option<&'static str> {
     if path == "/zookeeper" || path.starts_with("/zookeeper/") {
         return Some("the /zookeeper subtree is reserved");
     }
-    if let Some(c) = path.chars().find(|&c| !allowed(c)) {
+    if let Some(c) = refused_character(path) {
         return Some(if c == '\0' {
             "path contains a NUL character"
         } else {
             "path contains a character ZooKeeper rejects"
         });
     }
-    path[1..].split('/').find_map(component_reason)
+    // Split on the byte: `/` is ASCII, never part of another character's encoding.
+    path.as_bytes()[1..]
+        .split(|&b| b == b'/')
+        .find_map(component_reason)
 }
 
-fn component_reason(component: &str) -> Option<&'static str> {
+/// The first character of `path` that ZooKeeper rejects, if any. Every path is checked as
+/// every lock per key is made: an ASCII path (most) is read a byte at a time.
+fn refused_character(path: &str) -> Option<char> {
+    match path.is_ascii() {
+        true => path.bytes().map(char::from).find(|&c| !allowed(c)),
+        false => path.chars().find(|&c| !allowed(c)),
+    }
+}
+
+fn component_reason(component: &[u8]) -> Option<&'static str> {
     match component {
-        "" => Some("path contains an empty component ('//')"),
-        "." | ".." => Some("path contains a relative component ('.' or '..')"),
+        b"" => Some("path contains an empty component ('//')"),
+        b"." | b".." => Some("path contains a relative component ('.' or '..')"),
         _ => None,
     }
 }

@@ -5,7 +5,7 @@
 //! `cargo bench --bench lock` (its run time and results: `benches/README.md`), `-- --quick`
 //! for a short run.
 //! Other flags: `--only <scenario>` (wire, uncontended, cpu, contended, drain, election,
-//! recipes, per-key),
+//! recipes, per-key; and probe, a counting probe, with `--probe`: see `probe`),
 //! `--waiters 100,1000,10000`, `--drain-timeout <secs>`, `--reps <n>`.
 //!
 //! Prints one markdown table of medians over the repetitions, with the spread
@@ -25,6 +25,7 @@ mod drain;
 mod failover;
 mod per_key;
 mod per_key_one;
+mod probe;
 mod recipes;
 mod side;
 mod table;
@@ -52,6 +53,8 @@ pub struct Opts {
     pub drain_timeout: Duration,
     /// Run this scenario alone.
     pub only: Option<String>,
+    /// What the counting probe counts (`--only probe`).
+    pub probe: Option<String>,
 }
 
 impl Opts {
@@ -78,6 +81,7 @@ impl Opts {
             opts.drain_timeout = Duration::from_secs(secs);
         }
         opts.only = value("--only");
+        opts.probe = value("--probe");
         opts
     }
 
@@ -90,6 +94,7 @@ impl Opts {
             waiters: vec![100, 1000],
             drain_timeout: Duration::from_secs(15),
             only: None,
+            probe: None,
         }
     }
 
@@ -102,11 +107,16 @@ impl Opts {
             waiters: vec![100, 1000, 10_000],
             drain_timeout: Duration::from_secs(30),
             only: None,
+            probe: None,
         }
     }
 
+    /// Whether `scenario` runs: every one but the probe, unless one is named alone.
     fn runs(&self, scenario: &str) -> bool {
-        self.only.as_deref().is_none_or(|only| only == scenario)
+        match self.only.as_deref() {
+            Some(only) => only == scenario,
+            None => scenario != "probe",
+        }
     }
 }
 
@@ -154,6 +164,9 @@ async fn run(opts: &Opts) -> Table {
     }
     if opts.runs("per-key") {
         per_key::run(&mut table, opts, &standalone).await;
+    }
+    if opts.runs("probe") {
+        probe::run(opts, &standalone).await;
     }
     drop(standalone);
     table

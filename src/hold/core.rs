@@ -50,7 +50,7 @@ impl Core {
             acl: session.node_acl(),
             session: session.clone(),
             client: ticket.client(),
-            node: ticket.node().into(),
+            node: ticket.shared_node(),
             token: ticket.token(),
             trust,
             asked: ticket.latch(),

@@ -108,7 +108,7 @@ impl Holding {
             kind,
         };
         if deferred {
-            monitoring.set(Monitor::Pending(Box::new(pending)));
+            monitoring.set(Monitor::Pending(pending));
             ticket
                 .session()
                 .defer(Arc::downgrade(&monitoring) as Weak<dyn Due>);
@@ -212,8 +212,9 @@ impl Drop for Holding {
 
 /// A holding's monitor: not started yet, running, or over (its holding ended first).
 enum Monitor {
-    /// Deferred: what it needs to start.
-    Pending(Box<Pending>),
+    /// Deferred: what it needs to start (inline: the monitor's place is allocated once
+    /// per hold already).
+    Pending(Pending),
     Running(JoinHandle<()>),
     Ended,
 }

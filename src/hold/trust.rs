@@ -10,10 +10,10 @@
 //! a holder from learning it.
 
 use std::future::Future;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::Poll;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::loss::Loss;
 use crate::session::Liveness;
@@ -22,7 +22,7 @@ use crate::session::Liveness;
 /// and leaderships.
 #[derive(Clone, Debug)]
 pub(crate) struct Trust {
-    loss: watch::Receiver<Option<Loss>>,
+    loss: Arc<LossCell>,
     /// Told when someone awaits the loss: the node is watched from then on at once. `None`
     /// (or gone): the node is watched already, or the hold is over.
     awaited: Option<Weak<dyn WatchNow>>,
@@ -39,17 +39,17 @@ impl Trust {
         liveness: Option<Arc<Liveness>>,
         awaited: Option<Weak<dyn WatchNow>>,
     ) -> (Trust, Report) {
-        let (report, loss) = watch::channel(None);
+        let loss = Arc::new(LossCell::default());
         let confirmed = liveness.map(|liveness| {
             let epoch = liveness.epoch();
             (liveness, epoch)
         });
         let trust = Trust {
-            loss,
+            loss: loss.clone(),
             awaited,
             confirmed,
         };
-        (trust, Report(report))
+        (trust, Report(loss))
     }
 
     /// Whether it can no longer be trusted (a loss was seen, the session is no longer
@@ -61,7 +61,7 @@ impl Trust {
     /// The loss seen so far, if any: once the session is no longer confirmed, the cause
     /// that ended the hold's epoch ([`Loss::Lapsed`] if the clock did).
     pub(crate) fn loss(&self) -> Option<Loss> {
-        let seen = *self.loss.borrow();
+        let seen = *self.loss.seen();
         seen.or_else(|| match &self.confirmed {
             Some((liveness, epoch)) if liveness.trusts(*epoch) => None,
             Some((liveness, epoch)) => Some(liveness.end(*epoch, Loss::Lapsed)),
@@ -87,12 +87,9 @@ impl Trust {
         if let Some(awaited) = self.awaited.as_ref().and_then(Weak::upgrade) {
             awaited.watch_now();
         }
-        let mut loss = self.loss.clone();
         tokio::select! {
             biased;
-            seen = loss.wait_for(Option::is_some) => {
-                seen.map(|loss| *loss).ok().flatten().unwrap_or(Loss::Closed)
-            }
+            seen = self.loss.reported() => seen,
             loss = self.lapsed() => loss,
         }
     }
@@ -116,7 +113,7 @@ impl Trust {
     /// of the hold is published (and so before whatever follows it, the node's delete) or
     /// not at all.
     pub(crate) fn unless_settled<T>(&self, send: impl FnOnce() -> T) -> Option<T> {
-        let seen = self.loss.borrow();
+        let seen = self.loss.seen();
         match *seen {
             Some(_) => None,
             None => Some(send()),
@@ -129,8 +126,54 @@ impl Trust {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn settled(&self) {
-        let mut loss = self.loss.clone();
-        let _ = loss.wait_for(Option::is_some).await;
+        self.loss.reported().await;
+    }
+}
+
+/// Where a hold's loss is reported once, and read: a lock and one `Notify` (a watch
+/// channel's would cost eight notifications per report, and every hold reports once).
+#[derive(Debug, Default)]
+struct LossCell {
+    loss: Mutex<Option<Loss>>,
+    reported: Notify,
+}
+
+impl LossCell {
+    /// The loss reported so far; a report waits while this is kept.
+    fn seen(&self) -> MutexGuard<'_, Option<Loss>> {
+        // Only an `Option<Loss>` is ever written under the lock: a panic leaves it whole.
+        self.loss.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reports `loss` unless a loss was reported already; whether this reported it.
+    fn report(&self, loss: Loss) -> bool {
+        let reported = {
+            let mut seen = self.seen();
+            let unset = seen.is_none();
+            seen.get_or_insert(loss);
+            unset
+        };
+        if reported {
+            self.reported.notify_waiters();
+        }
+        reported
+    }
+
+    /// Resolves with the loss once one is reported.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    async fn reported(&self) -> Loss {
+        loop {
+            // Registered before the look: a report between the look and the wait wakes it.
+            let notified = self.reported.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(loss) = *self.seen() {
+                return loss;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -240,18 +283,16 @@ pub(crate) trait WatchNow: Send + Sync {
 /// role down with it). It must only publish: send on a channel, never log or wait.
 pub(crate) type Announce = Box<dyn FnOnce() + Send>;
 
-/// Where a hold's loss is reported, once: the first report stands.
+/// Where a hold's loss is reported, once: the first report stands. Both owners report
+/// before they let go of it (the holding at its end, the monitor's [`Publisher`] when
+/// dropped), so a wait for the loss never outlives its reporters.
 #[derive(Debug)]
-pub(crate) struct Report(watch::Sender<Option<Loss>>);
+pub(crate) struct Report(Arc<LossCell>);
 
 impl Report {
     /// Reports `loss` unless a loss was reported already.
     pub(crate) fn publish(&self, loss: Loss) {
-        self.0.send_if_modified(|seen| {
-            let unset = seen.is_none();
-            seen.get_or_insert(loss);
-            unset
-        });
+        self.0.report(loss);
     }
 
     /// A publisher for the task that watches the hold; `announce` runs as part of
@@ -278,7 +319,7 @@ pub(crate) struct Publisher {
 impl Publisher {
     /// Whether a loss was published already (the hold ended, or a loss came first).
     pub(crate) fn ended(&self) -> bool {
-        self.report.0.borrow().is_some()
+        self.report.0.seen().is_some()
     }
 
     /// Records the loss the watcher saw; it is published when the publisher is dropped.
@@ -289,7 +330,7 @@ impl Publisher {
 
 impl Drop for Publisher {
     fn drop(&mut self) {
-        if self.report.0.borrow().is_some() {
+        if self.report.0.seen().is_some() {
             return;
         }
         if let Some(announce) = self.announce.take() {

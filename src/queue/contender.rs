@@ -49,9 +49,9 @@ pub(crate) struct Ticket {
     /// The client of the session the node belongs to. Weak: only [`Session`] keeps a
     /// client alive, so that closing it ends the ZooKeeper session.
     pub(super) client: Weak<Client>,
-    /// Full path of the node; the root is its parent. Boxed: a waiting acquisition keeps
-    /// the contender, and is the smaller for it.
-    pub(super) node: Box<str>,
+    /// Full path of the node; the root is its parent. Shared with the hold's core, which
+    /// keeps the same path: one copy per node.
+    pub(super) node: Arc<str>,
     pub(super) czxid: i64,
     pub(super) place: Place,
     /// Who keeps it from holding, and who signals.
@@ -73,6 +73,11 @@ impl Ticket {
     /// Full path of the node.
     pub(crate) fn node(&self) -> &str {
         &self.node
+    }
+
+    /// Full path of the node, shared.
+    pub(crate) fn shared_node(&self) -> Arc<str> {
+        self.node.clone()
     }
 
     /// The zxid that created the node: a fencing token, greater for every later node.
@@ -145,7 +150,7 @@ impl Ticket {
     /// Cancel safe: the removal goes on in the background.
     pub(crate) async fn leave(mut self) -> Result<Left> {
         self.armed = false;
-        let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
+        let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
         spawn_removal(&self.session, self.client.clone(), removal).await
     }
 
@@ -180,6 +185,14 @@ impl Ticket {
     /// # Cancel safety
     /// Cancel safe: the contender keeps its place and the hand-off's watches.
     pub(crate) async fn wait_first(&mut self, wait: Wait) -> Result<Turn> {
+        // First already (as most entries are): what the wait below would say at its first
+        // look, without registering for the close.
+        if self.is_first() {
+            return match self.session.is_closed() {
+                true => self.failed(Error::Closed),
+                false => Ok(Turn::First),
+            };
+        }
         let session = self.session.clone();
         let first = async {
             loop {
@@ -351,7 +364,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.armed {
-            let removal = Removal::Node(std::mem::take(&mut self.node).into(), self.signals());
+            let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
             drop(spawn_removal(&self.session, self.client.clone(), removal));
         }
     }

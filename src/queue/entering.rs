@@ -28,13 +28,16 @@ use crate::acl::NodeAcl;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::metrics::{self, NodeKind, Outcome};
 use crate::path;
-use crate::session::{reconnected, retry, Session};
+use crate::session::{reconnected, retry, root_hash, Session};
 
 /// A recipe root, the contender name used under it, who blocks such a contender, and
 /// the ACL of the nodes it creates.
 #[derive(Clone, Debug)]
 pub(crate) struct Queue {
     root: Arc<str>,
+    /// The root's hash ([`root_hash`]), computed once: the session's entry permits and
+    /// known roots look the root up by it.
+    root_hash: u64,
     name: &'static str,
     blockers: Blockers,
     acl: NodeAcl,
@@ -160,9 +163,9 @@ impl Queue {
             let entering = async {
                 let ready = match wait {
                     // Boxed: only `try_*` take this way.
-                    Wait::Never => Some(Box::pin(session.ready_now(&self.root)).await?),
+                    Wait::Never => Some(Box::pin(session.ready_now(self.root_hash)).await?),
                     Wait::Until(_) | Wait::Forever => {
-                        wait.bound(pin!(session.ready(&self.root))).await?
+                        wait.bound(pin!(session.ready(self.root_hash))).await?
                     }
                 };
                 let Some((permit, client)) = ready else {
@@ -203,7 +206,7 @@ impl Queue {
         let mut creating = Creating::new(session, client, self);
         let client = creating.client.clone();
         let known = session.known_roots();
-        let mut root = match known.knows(&self.root) {
+        let mut root = match known.knows(&self.root, self.root_hash) {
             true => Root::Known,
             false => Root::Unsure,
         };
@@ -228,7 +231,7 @@ impl Queue {
                     // The answer confirms the session: a hold made on it now is trusted.
                     session.confirm(&client, sent);
                     if !matches!(root, Root::Known) {
-                        known.remember(&self.root);
+                        known.remember(&self.root, self.root_hash);
                     }
                     // No allocation: the prefix left room for the sequence number.
                     let _ = write!(node, "{seq}");
@@ -241,7 +244,7 @@ impl Queue {
                     }
                 }
                 Err(zookeeper_client::Error::NoNode) => {
-                    known.forget(&self.root);
+                    known.forget(&self.root, self.root_hash);
                     root = match root {
                         Root::Known | Root::Unsure => Root::Missing,
                         // Made with its parents after this create was sent: again.
@@ -335,8 +338,10 @@ impl Queue {
         blockers: Blockers,
         acl: NodeAcl,
     ) -> Result<Queue> {
+        let root = path::validate_root(root)?;
         Ok(Queue {
-            root: Arc::from(path::validate_root(root)?),
+            root: Arc::from(root),
+            root_hash: root_hash(root),
             name,
             blockers,
             acl,
@@ -499,7 +504,7 @@ impl Creating {
             armed: true,
             handoff: None,
             asked: Arc::default(),
-            node: node.into_boxed_str(),
+            node: node.into(),
             czxid,
         })
     }

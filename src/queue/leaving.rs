@@ -106,11 +106,11 @@ async fn remove_signalling(
 #[derive(Debug)]
 pub(crate) enum Removal {
     /// A node of ours, and whether to signal its successor (see [`remove`]).
-    Node(String, bool),
+    Node(Arc<str>, bool),
     /// A node named by its path alone (a group member's), which another session may make
     /// again once ours is gone: deleted only while its session owns it (see
     /// [`remove_owned`]).
-    Owned(String),
+    Owned(Arc<str>),
     /// The node named with this uuid under the root, if a create made it.
     ByUuid { root: Arc<str>, uuid: Uuid },
 }
@@ -221,7 +221,7 @@ async fn remove_until_gone(
         Removal::Node(node, signal) => (node, signal, false),
         Removal::Owned(node) => (node, false, true),
         Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid, settle).await {
-            Some(Ok(node)) => (node, false, false),
+            Some(Ok(node)) => (Arc::from(node), false, false),
             Some(Err(left)) => return Ok(left),
             None => return Ok(Left::AlreadyGone),
         },

@@ -36,7 +36,7 @@ pub(crate) use connection::{
 };
 pub(crate) use deferrals::Due;
 pub use events::{CloseReason, Closing, SessionEvent};
-pub(crate) use roots::KnownRoots;
+pub(crate) use roots::{root_hash, KnownRoots};
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
@@ -348,9 +348,14 @@ impl Session {
         let notified = self.inner.closes.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if !matches!(*self.inner.current.borrow(), Current::Closed) {
+        if !self.is_closed() {
             notified.await;
         }
+    }
+
+    /// Whether the session was closed: what [`closed`](Self::closed) would resolve on now.
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(*self.inner.current.borrow(), Current::Closed)
     }
 
     /// Resolves once the session is closed, or once every handle to it is gone; unlike
@@ -425,7 +430,8 @@ impl Session {
         }
     }
 
-    /// A permit to enter the queue under `root` (waited for while a bounded number of
+    /// A permit to enter the queue under the root of hash `root` ([`root_hash`]; waited for
+    /// while a bounded number of
     /// entries on that root are under way, see [`permits`]) and the client of the live
     /// session once it is connected. The entry gives the permit back once its create and
     /// listing are answered.
@@ -436,7 +442,7 @@ impl Session {
     ///
     /// # Cancel safety
     /// Cancel safe: permits are handed out in order, and a dropped wait takes none.
-    pub(crate) async fn ready(&self, root: &str) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
+    pub(crate) async fn ready(&self, root: u64) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
         let permit = self.inner.entries.permit(root).await.ok_or(Error::Closed)?;
         Ok((permit, self.live_connected().await?))
     }
@@ -456,7 +462,8 @@ impl Session {
         Ok(client)
     }
 
-    /// A permit to enter the queue under `root` and the live client, without waiting for a
+    /// A permit to enter the queue under the root of hash `root` ([`root_hash`]) and the
+    /// live client, without waiting for a
     /// connection: the client must be connected now, and a permit is waited for only while
     /// it stays so (creates sent on a cut connection keep their permits until it is back).
     ///
@@ -467,7 +474,7 @@ impl Session {
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub(crate) async fn ready_now(&self, root: &str) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
+    pub(crate) async fn ready_now(&self, root: u64) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
         let client = self.connected()?;
         tokio::select! {
             permit = self.inner.entries.permit(root) => Ok((permit.ok_or(Error::Closed)?, client)),

@@ -8,12 +8,11 @@
 //! [`PER_ROOT`] entries in flight on a session; the others wait for a permit, in order.
 //!
 //! Entries on different roots do not wait for each other (a lock per key, many tasks):
-//! their listings are small. Roots share permits by stripe (a hash of the root picks one
-//! of [`STRIPES`] groups of [`PER_ROOT`] permits), so no map of roots is kept and the bound
+//! their listings are small. Roots share permits by stripe (the root's hash,
+//! [`root_hash`](super::roots::root_hash), picks one of [`STRIPES`] groups of [`PER_ROOT`]
+//! permits), so no map of roots is kept and the bound
 //! holds for every root: names listed at once stay below `PER_ROOT` × the queued
 //! contenders, as with one group for the whole session.
-
-use std::hash::{BuildHasher, Hasher};
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
@@ -28,24 +27,22 @@ const STRIPES: usize = 64;
 #[derive(Debug)]
 pub(crate) struct EntryPermits {
     stripes: Box<[Semaphore]>,
-    /// Keys the hash, the same for every root of this session.
-    hasher: std::hash::RandomState,
 }
 
 impl EntryPermits {
     pub(crate) fn new() -> EntryPermits {
         EntryPermits {
             stripes: (0..STRIPES).map(|_| Semaphore::new(PER_ROOT)).collect(),
-            hasher: std::hash::RandomState::new(),
         }
     }
 
-    /// A permit to enter the queue under `root`, waited for while [`PER_ROOT`] entries of
+    /// A permit to enter the queue under the root of hash `root`
+    /// ([`root_hash`](super::roots::root_hash)), waited for while [`PER_ROOT`] entries of
     /// its stripe are under way; `None` once [`close`](Self::close)d.
     ///
     /// # Cancel safety
     /// Cancel safe: permits are handed out in order, and a dropped wait takes none.
-    pub(crate) async fn permit(&self, root: &str) -> Option<SemaphorePermit<'_>> {
+    pub(crate) async fn permit(&self, root: u64) -> Option<SemaphorePermit<'_>> {
         self.stripe(root).acquire().await.ok()
     }
 
@@ -54,11 +51,9 @@ impl EntryPermits {
         self.stripes.iter().for_each(Semaphore::close);
     }
 
-    fn stripe(&self, root: &str) -> &Semaphore {
-        let mut hasher = self.hasher.build_hasher();
-        hasher.write(root.as_bytes());
+    fn stripe(&self, root: u64) -> &Semaphore {
         // The remainder is below STRIPES: it fits.
-        let i = usize::try_from(hasher.finish() % STRIPES as u64).unwrap_or_default();
+        let i = usize::try_from(root % STRIPES as u64).unwrap_or_default();
         &self.stripes[i]
     }
 }
@@ -69,6 +64,7 @@ mod tests {
     use std::pin::{pin, Pin};
     use std::task::{Context, Poll, Waker};
 
+    use super::super::roots::root_hash;
     use super::*;
 
     /// Polls `future` once.
@@ -79,10 +75,12 @@ mod tests {
     /// `PER_ROOT` permits on `root`, each given at once.
     fn fill<'t>(turns: &'t EntryPermits, root: &str) -> Vec<SemaphorePermit<'t>> {
         (0..PER_ROOT)
-            .map(|_| match poll(Box::pin(turns.permit(root)).as_mut()) {
-                Poll::Ready(Some(permit)) => permit,
-                other => panic!("turn on {root}: {other:?}"),
-            })
+            .map(
+                |_| match poll(Box::pin(turns.permit(root_hash(root))).as_mut()) {
+                    Poll::Ready(Some(permit)) => permit,
+                    other => panic!("turn on {root}: {other:?}"),
+                },
+            )
             .collect()
     }
 
@@ -90,7 +88,7 @@ mod tests {
     fn a_burst_on_one_root_has_at_most_per_root_entries_in_flight() {
         let turns = EntryPermits::new();
         let held = fill(&turns, "/locks/one");
-        let mut next = pin!(turns.permit("/locks/one"));
+        let mut next = pin!(turns.permit(root_hash("/locks/one")));
         assert!(
             poll(next.as_mut()).is_pending(),
             "one entry too many went ahead"
@@ -106,12 +104,12 @@ mod tests {
     fn entries_on_other_roots_do_not_wait() {
         let turns = EntryPermits::new();
         let _held = fill(&turns, "/locks/busy");
-        let busy = turns.stripe("/locks/busy");
+        let busy = turns.stripe(root_hash("/locks/busy"));
         let other = (0..)
             .map(|k| format!("/locks/jobs/k{k}"))
-            .find(|root| !std::ptr::eq(turns.stripe(root), busy))
+            .find(|root| !std::ptr::eq(turns.stripe(root_hash(root)), busy))
             .unwrap_or_default();
-        let mut turn = pin!(turns.permit(&other));
+        let mut turn = pin!(turns.permit(root_hash(&other)));
         assert!(
             poll(turn.as_mut()).is_ready(),
             "an entry on another root waited"
@@ -122,7 +120,7 @@ mod tests {
     fn closed_turns_end_waits() {
         let turns = EntryPermits::new();
         turns.close();
-        let mut turn = pin!(turns.permit("/locks/one"));
+        let mut turn = pin!(turns.permit(root_hash("/locks/one")));
         assert!(matches!(poll(turn.as_mut()), Poll::Ready(None)));
     }
 }

@@ -479,7 +479,7 @@ impl Claim {
     /// (even before this task heard it, a leave sent while cut off), the node at the path
     /// is the taker's, never deleted.
     async fn remove(&self, client: Weak<Client>) -> Result<()> {
-        let removal = Removal::Owned(self.node.to_string());
+        let removal = Removal::Owned(self.node.clone());
         let left = spawn_removal(&self.session, client, removal).await?;
         info!(?left, "left");
         Ok(())
