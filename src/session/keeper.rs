@@ -197,7 +197,7 @@ async fn follow(
 ///
 /// # Notable errors
 /// A refusal that retrying cannot fix (see [`lasting`]).
-async fn renew(dialer: &Dialer, target: &str) -> Result<(Client, Instant)> {
+pub(super) async fn renew(dialer: &Dialer, target: &str) -> Result<(Client, Instant)> {
     let mut backoff = Duration::from_millis(100);
     loop {
         let dialed = Instant::now();

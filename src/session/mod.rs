@@ -1,5 +1,6 @@
 //! The ZooKeeper session: [`Session`], [`SessionBuilder`], [`SessionEvent`].
 
+mod apart;
 mod builder;
 mod connection;
 mod credentials;
@@ -30,6 +31,7 @@ use dialer::Dialer;
 use keeper::{keep, Abandoned};
 use nodelay::Servers;
 
+pub(crate) use apart::Apart;
 pub use builder::SessionBuilder;
 pub(crate) use connection::{
     connected_now, connection_lost, disconnected, gone_after, reconnected, retry, terminal,
@@ -101,6 +103,8 @@ struct Inner {
     builder: SessionBuilder,
     /// Makes the new session after expiry, with the same credentials and TLS settings.
     dialer: Dialer,
+    /// Makes sessions apart with the same settings (see [`apart`]).
+    apart: Apart,
     current: watch::Sender<Current>,
     events: watch::Sender<SessionEvent>,
     keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -196,6 +200,7 @@ impl Session {
         metrics::session_moved(None, SessionEvent::Connected.state());
         let inner = Arc::new(Inner {
             builder,
+            apart: Apart::new(dialer.clone(), &target, servers.clone()),
             dialer,
             current,
             events,
@@ -302,6 +307,8 @@ impl Session {
     /// session timeouts, when servers that could not be told have expired it. Bound the
     /// wait yourself with [`tokio::time::timeout`]. A process that returns from `main`
     /// right after a `close()` it did not await may leave its nodes for a session timeout.
+    /// The sessions of its [`Cache`](crate::Cache)s are closed at the call too; [`Closing`]
+    /// does not wait for them.
     ///
     /// ```no_run
     /// # async fn demo(session: zk_recipes::Session) {
@@ -403,6 +410,12 @@ impl Session {
         if let Some(liveness) = self.liveness(client) {
             liveness.confirm(sent);
         }
+    }
+
+    /// What makes ZooKeeper sessions of their own with this session's settings, for a
+    /// recipe whose watches must not share this one (see [`apart`]).
+    pub(crate) fn apart(&self) -> Apart {
+        self.inner.apart.clone()
     }
 
     /// Runs `task` on the runtime the session was made on, from any thread.

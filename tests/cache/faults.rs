@@ -1,8 +1,8 @@
 //! The cache under writers that create, set and delete at random in its subtree while its
-//! connection is cut, frozen, its session expired and its server restarted: it says it may
-//! be stale during each fault, is synced again after each, and once the writers stop it
-//! equals the servers node by node, its changes having told every state it held once, in
-//! order per node.
+//! connection is cut, frozen, its own session (and its `Session`'s) expired and its server
+//! restarted: it says it may be stale during each fault, is synced again after each, and
+//! once the writers stop it equals the servers node by node, its changes having told
+//! every state it held once, in order per node.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,10 @@ use zk_harness::{
 use zk_recipes::{Cache, CacheState, Session};
 use zookeeper_client::{Acls, Client, CreateMode};
 
-use super::{barrier, in_cache, make, on_servers, remove_all, replay, ChangeLog};
+use super::{
+    await_session_gone, barrier, in_cache, make, on_servers, remove_all, replay, the_watcher,
+    ChangeLog,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(4);
 
@@ -96,11 +99,15 @@ async fn fault(
         "cut" => proxy.cut(),
         "freeze" => proxy.freeze(),
         // Cut first, so that the cache is stale until the proxy lets the connection back
-        // (else the new session may be made before anyone looks).
+        // (else the new session may be made before anyone looks). The `Session`'s session
+        // is expired at once; the cache's own one, cut off, by the servers after its
+        // timeout.
         "expire" => {
+            let own = the_watcher(zk, cache.path()).await;
             proxy.cut();
             let client = live_client(s);
             expire_session(&zk.connect_string(), client.session()).await;
+            await_session_gone(zk, &own).await;
         }
         // Killed now, started again below: the cache stays stale until it is back.
         "restart" => zk.kill(0),

@@ -1,6 +1,15 @@
-//! The task that keeps a [`Cache`](super::Cache): one persistent recursive watch, a walk
-//! of the subtree each time events may have been missed, and the reads the watch's
-//! notifications ask for.
+//! The task that keeps a [`Cache`](super::Cache) on a ZooKeeper session of its own: one
+//! persistent recursive watch, a walk of the subtree each time events may have been missed,
+//! the reads the watch's notifications ask for, and the syncs callers ask for
+//! ([`Cache::sync`](super::Cache::sync)).
+//!
+//! The session is the cache's alone (made apart from the caller's session, with its
+//! settings): ZooKeeper before 3.9 keeps one watch mode per session and path
+//! (ZOOKEEPER-4466), so a one-shot watch that another user of a shared session set on the
+//! cache's root would turn the cache's persistent watch one-shot. The keeper owns the only
+//! client of that session: when the keeper ends (the cache dropped, the caller's session
+//! closed), the client is dropped and the ZooKeeper session closed with it. After that
+//! session expired, the keeper makes a new one.
 //!
 //! zookeeper-client 0.11.2 does not set a persistent watch again on a new connection (its
 //! `resend_watches` sends the one-shot watches only), and the servers would not tell what
@@ -23,7 +32,7 @@ use zookeeper_client::{
 use super::walk;
 use super::Shared;
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::session::{reconnected, Apart, Session};
 
 /// How many notifications are read together at most.
 const BATCH: usize = 1024;
@@ -43,34 +52,46 @@ impl Drop for Closer {
     }
 }
 
-/// Loads the cache on `client` (tells `first` how that went), then keeps it until the
-/// last handle is gone (`alive` closed) or the session closes.
+/// Makes the cache's own session with `session`'s settings and loads the cache on it (tells
+/// `first` how that went), then keeps it until the last handle is gone (`alive` closed),
+/// `session` is closed, or the servers refuse the cache a new session for good. Keeps
+/// `session` open meanwhile.
 pub(super) async fn keep(
     shared: Arc<Shared>,
     session: Session,
-    client: Arc<Client>,
     first: oneshot::Sender<Result<()>>,
     alive: watch::Sender<()>,
 ) {
     let closer = Closer(shared.clone());
-    let closing = session.closing();
-    let watcher = match load(&shared, &client, None).await {
-        Ok(watcher) => watcher,
+    tokio::select! {
+        () = run(&shared, session.apart(), first) => {}
+        () = alive.closed() => debug!("cache dropped"),
+        () = session.closing() => debug!("session closed"),
+    }
+    drop(closer);
+}
+
+/// Dials the cache's session and loads the cache on it (tells `first` how that went), then
+/// follows the servers.
+async fn run(shared: &Shared, apart: Apart, first: oneshot::Sender<Result<()>>) {
+    let loaded = async {
+        let client = apart.dial().await?;
+        let watcher = load(shared, &client, None).await?;
+        Ok::<_, Error>((client, watcher))
+    };
+    let (client, watcher) = match loaded.await {
+        Ok(loaded) => loaded,
         Err(err) => return drop(first.send(Err(err))),
     };
     if first.send(Ok(())).is_err() {
         return;
     }
-    tokio::select! {
-        () = follow(&shared, &session, client, watcher) => {}
-        () = alive.closed() => debug!("cache dropped"),
-        () = closing => debug!("session closed"),
-    }
-    drop(closer);
+    follow(shared, &apart, client, watcher).await;
 }
 
 /// Sets the watch on `client` (then drops `previous`, the watch of an earlier connection),
-/// walks the subtree and takes in what changed; the cache is synced once this returns.
+/// walks the subtree and takes in what changed; the cache is synced once this returns, and
+/// the syncs asked for before the walk are done.
 ///
 /// # Notable errors
 /// As [`walk::walk`], and as `addWatch`.
@@ -80,6 +101,7 @@ async fn load(
     previous: Option<PersistentWatcher>,
 ) -> Result<PersistentWatcher> {
     let root = &shared.root;
+    let asked = shared.syncs.last();
     let watcher = client
         .watch(root, AddWatchMode::PersistentRecursive)
         .await
@@ -91,16 +113,17 @@ async fn load(
         .await?;
     shared.forget_unseen(&seen);
     shared.synced();
-    debug!(nodes = seen.len(), took = ?started.elapsed(), "cache synced");
+    shared.syncs.done(asked);
+    debug!(session = %client.session_id(), nodes = seen.len(), took = ?started.elapsed(), "cache synced");
     Ok(watcher)
 }
 
 /// Follows the watch's notifications on `client`; whenever some may have been missed,
-/// marks the cache stale and resyncs, on the live session, until the session is closed.
+/// marks the cache stale and resyncs, on a new session of its own after expiry.
 async fn follow(
     shared: &Shared,
-    session: &Session,
-    mut client: Arc<Client>,
+    apart: &Apart,
+    mut client: Client,
     mut watcher: PersistentWatcher,
 ) {
     loop {
@@ -120,29 +143,36 @@ async fn follow(
             }
         };
         shared.stale();
-        drop(client);
-        let Some(resynced) = resync(shared, session, previous).await else {
+        let Some(resynced) = resync(shared, apart, client, previous).await else {
             return;
         };
         (client, watcher) = resynced;
     }
 }
 
-/// Sets the watch again and walks, once connected (on a new session after expiry), until
-/// that works; drops `previous` once a new watch is set. `None` once the session is closed.
+/// Sets the watch again and walks once `client` is connected again (on a new session, made
+/// apart, if its session ended), until that works; drops `previous` once a new watch is
+/// set. `None` if the servers refuse a new session for good.
 async fn resync(
     shared: &Shared,
-    session: &Session,
+    apart: &Apart,
+    mut client: Client,
     mut previous: Option<PersistentWatcher>,
-) -> Option<(Arc<Client>, PersistentWatcher)> {
+) -> Option<(Client, PersistentWatcher)> {
     let mut pause = FIRST_PAUSE;
     loop {
-        let client = match session.live_connected().await {
-            Ok(client) => client,
-            Err(Error::Closed) => return None,
-            // That session ended as it connected: the next one.
-            Err(_) => continue,
-        };
+        if let Err(err) = reconnected(&client).await {
+            debug!(%err, session = %client.session_id(), "the cache's session ended: a new one");
+            drop(previous.take());
+            client = match apart.renew().await {
+                Ok(client) => client,
+                Err(err) => {
+                    warn!(%err, "the servers refuse the cache a new session: it stops following");
+                    return None;
+                }
+            };
+        }
+        apart.nodelay().await;
         match load(shared, &client, previous.take()).await {
             Ok(watcher) => return Some((client, watcher)),
             Err(err) => pause = wait_after(&err, pause).await,
@@ -170,57 +200,86 @@ async fn wait_after(err: &Error, pause: Duration) -> Duration {
     }
 }
 
-/// Reads the nodes the watch's notifications name, in batches, until a notification says
-/// that the connection was lost or the session ended: returns that state.
+/// Reads the nodes the watch's notifications name, in batches, and does the syncs asked
+/// for, until a notification says that the connection was lost or the session ended:
+/// returns that state.
 ///
 /// # Notable errors
-/// As [`walk::read`]: a read cut off.
+/// As [`walk::read`]: a read or a sync cut off.
 async fn notifications(
     shared: &Shared,
     client: &Client,
     watcher: &mut PersistentWatcher,
 ) -> Result<SessionState> {
     loop {
-        let first = watcher.changed().await;
         let mut batch = Batch::default();
-        let mut ended = batch.add(first);
-        while ended.is_none() && batch.paths.len() < BATCH {
-            match now(watcher.changed()) {
-                Some(event) => ended = batch.add(event),
-                None => break,
+        let asked = tokio::select! {
+            event = watcher.changed() => {
+                batch.add(event);
+                None
+            }
+            asked = shared.syncs.wanted() => Some(asked),
+        };
+        if asked.is_some() {
+            walk::sync(client, &shared.root).await?;
+        }
+        // Once a sync is answered, every notification the servers sent before the answer
+        // is queued: all of them are read before the sync is done.
+        loop {
+            let more = batch.fill(watcher);
+            if let Some(state) = read_batch(shared, client, std::mem::take(&mut batch)).await? {
+                return Ok(state);
+            }
+            if !more || asked.is_none() {
+                break;
             }
         }
-        if !batch.paths.is_empty() {
-            let read = walk::read(client, batch.paths)
-                .instrument(debug_span!("zk.cache.read"))
-                .await;
-            match (read, ended) {
-                (Ok(found), _) => shared.take(found),
-                (Err(_), Some(state)) => return Ok(state),
-                (Err(err), None) => return Err(err),
-            }
-        }
-        if let Some(state) = ended {
-            return Ok(state);
+        if let Some(asked) = asked {
+            shared.syncs.done(asked);
         }
     }
 }
 
-/// The paths notifications named, each once, in the order first named.
+/// Reads the nodes `batch` names and takes in what changed; the session's state that ended
+/// the batch, if one did.
+///
+/// # Notable errors
+/// As [`walk::read`], unless the batch ended with the connection: then that state.
+async fn read_batch(
+    shared: &Shared,
+    client: &Client,
+    batch: Batch,
+) -> Result<Option<SessionState>> {
+    if !batch.paths.is_empty() {
+        let read = walk::read(client, batch.paths)
+            .instrument(debug_span!("zk.cache.read"))
+            .await;
+        match (read, batch.ended) {
+            (Ok(found), _) => shared.take(found),
+            (Err(_), Some(state)) => return Ok(Some(state)),
+            (Err(err), None) => return Err(err),
+        }
+    }
+    Ok(batch.ended)
+}
+
+/// The paths notifications named, each once, in the order first named, and the session
+/// event after which notifications may have been missed, if one came.
 #[derive(Default)]
 struct Batch {
     paths: Vec<Arc<str>>,
     named: HashSet<Arc<str>>,
+    ended: Option<SessionState>,
 }
 
 impl Batch {
-    /// Adds the path `event` names; returns the session's state if it is a session event
-    /// after which notifications may have been missed.
-    fn add(&mut self, event: WatchedEvent) -> Option<SessionState> {
+    /// Adds the path `event` names, or the session's state if it is a session event after
+    /// which notifications may have been missed.
+    fn add(&mut self, event: WatchedEvent) {
         match event.event_type {
             EventType::Session => match event.session_state {
-                SessionState::SyncConnected | SessionState::ConnectedReadOnly => None,
-                lost => Some(lost),
+                SessionState::SyncConnected | SessionState::ConnectedReadOnly => {}
+                lost => self.ended = Some(lost),
             },
             _ => {
                 debug!(path = event.path, kind = %event.event_type, "notified");
@@ -228,9 +287,23 @@ impl Batch {
                 if self.named.insert(path.clone()) {
                     self.paths.push(path);
                 }
-                None
             }
         }
+    }
+
+    /// Adds the events `watcher` has ready now, until [`BATCH`] paths or a session event
+    /// that ends the batch; whether it stopped full (more may be ready).
+    fn fill(&mut self, watcher: &mut PersistentWatcher) -> bool {
+        while self.ended.is_none() {
+            if self.paths.len() >= BATCH {
+                return true;
+            }
+            match now(watcher.changed()) {
+                Some(event) => self.add(event),
+                None => return false,
+            }
+        }
+        false
     }
 }
 

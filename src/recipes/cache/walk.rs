@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tracing::debug;
+use tracing::{debug, debug_span, Instrument};
 use zookeeper_client::{Client, Error as Zk, Stat};
 
 use super::snapshot::Read;
@@ -72,10 +72,7 @@ pub(super) async fn walk(
     root: &Arc<str>,
     mut take: impl FnMut(Found),
 ) -> Result<HashSet<Arc<str>>> {
-    client
-        .sync(root)
-        .await
-        .map_err(|err| Error::at(root, err))?;
+    sync(client, root).await?;
     let mut todo = VecDeque::from([Todo::Data(root.clone())]);
     let mut in_flight = VecDeque::new();
     let mut seen = HashSet::new();
@@ -119,6 +116,20 @@ pub(super) async fn walk(
     }
     take(found);
     Ok(seen)
+}
+
+/// Asks the servers for a `sync` of `root`: once it is answered, the server of `client`'s
+/// connection has applied every write the quorum made before the sync was asked for, and
+/// sent every notification of them before the answer.
+///
+/// # Notable errors
+/// As [`walk`]: a sync cut off.
+pub(super) async fn sync(client: &Client, root: &str) -> Result<()> {
+    client
+        .sync(root)
+        .instrument(debug_span!("zk.cache.sync"))
+        .await
+        .map_err(|err| Error::at(root, err))
 }
 
 /// Reads the nodes at `paths`, every request sent before the first reply is awaited.
