@@ -13,7 +13,8 @@ use zk_harness::{
     live_client, plain_client, record_events, unique_root, Ensemble, PATIENCE, WORK,
 };
 use zk_recipes::{
-    Error, LeaderElection, Loss, Mutex, NodeAcl, Session, SessionBuilder, SessionEvent,
+    Error, LeaderElection, Loss, Mutex, NodeAcl, Role, RwLock, Session, SessionBuilder,
+    SessionEvent,
 };
 use zookeeper_client::{Acls, Client, CreateMode};
 
@@ -163,6 +164,127 @@ async fn a_waiter_that_may_not_read_the_node_ahead_is_refused_at_once() {
     guard.release().await.unwrap();
     let held = bounded("the stranger's lock", PATIENCE, mutex.lock()).await;
     held.unwrap().release().await.unwrap();
+    await_empty(&admin, &root).await;
+    admin.delete(&root, None).await.unwrap();
+}
+
+/// The node ahead made unreadable to a waiter after the waiter's data watch was set on it
+/// (its owner narrows its ACL to `CreatorOnly`): a change of ACL fires no watch, and the
+/// servers never tell the waiter that the node went, so it cannot learn it (documented at
+/// `Mutex::lock`); it still waits no longer than its own deadline, and leaves nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_whose_blocker_turns_unreadable_while_watched_waits_only_until_its_deadline() {
+    const DEADLINE: Duration = Duration::from_secs(3);
+    let ensemble = secured().await;
+    let hosts = ensemble.connect_string();
+    let root = unique_root("turns-unreadable");
+    let (admin, stranger) = stranger_behind_creator_only(&hosts, &root).await;
+    let owner = connect(authed(), &hosts).await;
+    let guard = Mutex::new(&owner, &root).unwrap().lock().await.unwrap();
+    let mutex = Mutex::new(&stranger, &root).unwrap();
+    let started = Instant::now();
+    let waiting = tokio::spawn(async move { mutex.try_lock_for(DEADLINE).await });
+    ensemble
+        .await_watcher(guard.node(), &zk_harness::session_id(&stranger))
+        .await;
+    let creator_only = Acls::creator_all();
+    admin
+        .set_acl(guard.node(), &creator_only, None)
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    match bounded("the stranger's lock", PATIENCE, waiting)
+        .await
+        .unwrap()
+    {
+        Ok(Some(held)) => held.release().await.unwrap(),
+        Ok(None) | Err(Error::NoAuth { .. }) => {}
+        Err(other) => panic!("behind a blocker made unreadable: {other:?}"),
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited < DEADLINE + Duration::from_secs(3),
+        "took {waited:?}"
+    );
+    await_empty(&admin, &root).await;
+    admin.delete(&root, None).await.unwrap();
+}
+
+/// A root open to all, made by an admin client of `USER`, and a session of `OTHER_USER`:
+/// the admin client and the stranger's session.
+async fn stranger_behind_creator_only(hosts: &str, root: &str) -> (Client, Session) {
+    let admin = digest_observer(hosts, USER, PASSWORD).await;
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    admin.create(root, b"", &open).await.unwrap();
+    let stranger = connect(
+        Session::builder().digest_auth(OTHER_USER, OTHER_PASSWORD),
+        hosts,
+    )
+    .await;
+    (admin, stranger)
+}
+
+/// A reader of another identity behind a `CreatorOnly` writer, waiting within a deadline of
+/// its own: refused at once with `NoAuth` naming the writer (not `None` at the deadline),
+/// its node deleted, its session untouched (no event, and it reads once the writer went).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_behind_an_unreadable_writer_is_refused_within_its_deadline() {
+    let hosts = secured().await.connect_string();
+    let root = unique_root("unreadable-writer");
+    let (admin, stranger) = stranger_behind_creator_only(&hosts, &root).await;
+    let owner = connect(authed().node_acl(NodeAcl::CreatorOnly), &hosts).await;
+    let writer = RwLock::new(&owner, &root).unwrap().write().await.unwrap();
+    let events = record_events(&stranger);
+    let rw = RwLock::new(&stranger, &root).unwrap();
+
+    let started = Instant::now();
+    match bounded("the reader", PATIENCE, rw.try_read_for(PATIENCE)).await {
+        Err(Error::NoAuth { path }) => assert_eq!(path, writer.node()),
+        other => panic!("reading behind an unreadable writer: {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    await_count(&admin, &root, 1).await;
+    writer.release().await.unwrap();
+    let read = bounded("the reader", PATIENCE, rw.read()).await.unwrap();
+    read.release().await.unwrap();
+    assert_eq!(*events.borrow(), [SessionEvent::Connected]);
+    await_empty(&admin, &root).await;
+    admin.delete(&root, None).await.unwrap();
+}
+
+/// A candidate of another identity behind a `CreatorOnly` leader: `join()` returns (it
+/// never waits), and the candidate's campaign ends with `NoAuth` naming the leader's node,
+/// which `leadership()` returns; its node is deleted, it never led.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_candidate_behind_an_unreadable_leader_ends_with_no_auth() {
+    let hosts = secured().await.connect_string();
+    let root = unique_root("unreadable-leader");
+    let (admin, stranger) = stranger_behind_creator_only(&hosts, &root).await;
+    let owner = connect(authed().node_acl(NodeAcl::CreatorOnly), &hosts).await;
+    let leader = LeaderElection::new(&owner, &root, "leader").unwrap();
+    let leading = leader.join().await.unwrap();
+    let leadership = leading.leadership().await.unwrap();
+
+    let election = LeaderElection::new(&stranger, &root, "stranger").unwrap();
+    let candidate = bounded("the join", PATIENCE, election.join())
+        .await
+        .unwrap();
+    match bounded("the leadership", PATIENCE, candidate.leadership()).await {
+        Err(Error::NoAuth { path }) => assert_eq!(path, leadership.node()),
+        other => panic!("following an unreadable leader: {other:?}"),
+    }
+    assert_eq!(candidate.role(), Role::Follower);
+    await_count(&admin, &root, 1).await;
+    match bounded("run", PATIENCE, election.run(|_| async {})).await {
+        Err(Error::NoAuth { path }) => assert_eq!(path, leadership.node()),
+        other => panic!("running behind an unreadable leader: {other:?}"),
+    }
+    await_count(&admin, &root, 1).await;
+    leading.resign().await.unwrap();
     await_empty(&admin, &root).await;
     admin.delete(&root, None).await.unwrap();
 }

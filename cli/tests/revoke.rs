@@ -137,6 +137,46 @@ async fn revoke_on_a_semaphore_asks_no_lease() {
     assert!(zk_harness::children(&observer, &folder).await.is_empty());
 }
 
+/// `revoke` on paths that hold no queue of their own asks nobody and writes nothing: a
+/// `KeyedMutex` root whose key is held (its children are keys), and a folder whose child is
+/// a persistent node named as a contender's (no contender: contenders are ephemeral).
+#[tokio::test]
+async fn revoke_where_no_queue_is_writes_nothing() {
+    let test = Test::new("revoke-no-queue").await;
+    let observer = zk_harness::observer(&test.hosts).await;
+    let session = zk_recipes::Session::connect(&test.hosts)
+        .await
+        .expect("connect");
+    let keyed = format!("{}/keyed", test.root);
+    let keys = zk_recipes::KeyedMutex::new(&session, &keyed).expect("a keyed mutex");
+    let held = keys.lock("k").await.expect("lock");
+    let folder = format!("{}/folder", test.root);
+    let lookalike = format!("{folder}/_c_0f8e2c1a-3b4d-4e5f-8a9b-0c1d2e3f4a5b-lock-0000000001");
+    zk_harness::persistent(&observer, &folder).await;
+    zk_harness::persistent(&observer, &lookalike).await;
+    let versions = || async {
+        let mut versions = Vec::new();
+        for node in [held.node(), lookalike.as_str()] {
+            versions.push(observer.check_stat(node).await.unwrap().unwrap().version);
+        }
+        versions
+    };
+    let before = versions().await;
+
+    for path in [&keyed, &folder] {
+        let (asked, _) = output_within(&mut test.command(&["revoke", path])).await;
+        assert_eq!(asked.status.code(), Some(81), "{path}: {asked:?}");
+        assert!(asked.stdout.is_empty(), "{path}: {asked:?}");
+    }
+    assert_eq!(versions().await, before, "a node was written");
+    held.release().await.expect("release");
+    observer.delete(&lookalike, None).await.unwrap();
+    observer.delete(&folder, None).await.unwrap();
+    assert!(zk_harness::children(&observer, &format!("{keyed}/k"))
+        .await
+        .is_empty());
+}
+
 /// `revoke` whose stdout was closed before it printed (`revoke PATH | true`) has asked the
 /// holder all the same: it exits 0, not with a panic on the broken pipe.
 #[tokio::test]

@@ -133,7 +133,9 @@ impl Mutex {
     ///   (also how a wrong digest password shows); nothing is created. Also, naming the
     ///   contender ahead, as soon as this one would wait on a node it may not read (a
     ///   [`NodeAcl::CreatorOnly`] node of another identity: the servers would never say
-    ///   that it went); the node is deleted.
+    ///   that it went); the node is deleted. A node ahead whose ACL is narrowed only after
+    ///   this one started waiting on it is not noticed (a change of ACL fires no watch): the
+    ///   wait then lasts until its deadline (for `lock()`, until it is cancelled).
     /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
     ///   without credentials).
     /// * [`Error::EphemeralParent`] if the lock path lies under an ephemeral node.

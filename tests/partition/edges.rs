@@ -227,6 +227,43 @@ async fn a_member_made_again_after_another_set_joined_gives_way() {
     nothing_left(fx, &partitions).await;
 }
 
+/// A member whose node is deleted and made again, several times in a row, among members of
+/// its own set only, never gives way: each time it is dealt its share again, its worker
+/// going on (only another set's older member is a conflict).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_made_again_among_its_own_set_goes_on() {
+    const REMAKES: usize = 3;
+    let fx = fixture("partition-remade-same-set", 2).await;
+    let partitions = names(4);
+    let log = Log::new(&fx);
+    let a = Member::join(&fx.sessions[0], &fx.root, &partitions, "a", &log).await;
+    let b = Member::join(&fx.sessions[1], &fx.root, &partitions, "b", &log).await;
+    a.await_settled(&["a", "b"]).await;
+    b.await_settled(&["a", "b"]).await;
+    let node = format!("{}/members/a", fx.root);
+    for _ in 0..REMAKES {
+        let (_, before) = fx.observer.get_data(&node).await.unwrap();
+        fx.observer.delete(&node, None).await.unwrap();
+        bounded("a's node made again", PATIENCE, async {
+            loop {
+                let (stat, watch) = fx.observer.check_and_watch_stat(&node).await.unwrap();
+                if stat.is_some_and(|stat| stat.czxid > before.czxid) {
+                    break;
+                }
+                watch.changed().await;
+            }
+        })
+        .await;
+        a.await_settled(&["a", "b"]).await;
+        b.await_settled(&["a", "b"]).await;
+        assert!(!a.dealing.is_finished(), "a gave way to its own set");
+    }
+    for member in [a, b] {
+        member.leave().await;
+    }
+    nothing_left(fx, &partitions).await;
+}
+
 /// Closing the session ends the worker: its holds are lost, `next_partition` says `Closed`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closed_session_ends_the_worker() {

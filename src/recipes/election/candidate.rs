@@ -93,6 +93,9 @@ impl Candidate {
     ///
     /// # Notable errors
     /// * [`Error::SessionExpired`] if the session expired and the election does not re-join.
+    /// * [`Error::NoAuth`], naming the candidate ahead, as soon as this one would wait on a
+    ///   node it may not read (see [`Mutex::lock`](crate::Mutex::lock)): the campaign ends,
+    ///   the node is deleted.
     /// * Any error that ended the campaign (for example [`Error::Closed`]).
     ///
     /// # Cancel safety

@@ -172,9 +172,9 @@ impl LeaderElection {
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the ACL of the path (or a parent) denies creating nodes
-    ///   (also how a wrong digest password shows); nothing is created. Also, naming the
-    ///   candidate ahead, as soon as this one would wait on a node it may not read (see
-    ///   [`Mutex::lock`](crate::Mutex::lock)).
+    ///   (also how a wrong digest password shows); nothing is created. (A candidate that
+    ///   would wait on a node it may not read is refused later, by
+    ///   [`Candidate::leadership`].)
     /// * [`Error::InvalidAcl`] if the servers refuse the [`NodeAcl`] (creator-only
     ///   without credentials).
     /// * [`Error::EphemeralParent`] if the path lies under an ephemeral node.
@@ -290,7 +290,7 @@ impl LeaderElection {
     /// ```
     ///
     /// # Notable errors
-    /// As [`join`](Self::join).
+    /// As [`join`](Self::join) and [`Candidate::leadership`].
     ///
     /// # Cancel safety
     /// Cancel safe: dropping it resigns.
