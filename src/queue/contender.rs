@@ -206,21 +206,24 @@ impl Ticket {
                         }
                         continue;
                     }
+                    // The blocker's path is borrowed, not copied: only the fields beside
+                    // it change until the wait ends.
                     Place::Behind {
                         blocker,
                         blocker_first,
-                    } => (blocker.clone(), *blocker_first),
+                    } => (blocker, *blocker_first),
                 };
-                let client = self.live_client()?;
+                let client = self.client.upgrade().ok_or_else(|| self.session.ended())?;
                 let own = self.handoff.take().and_then(|handoff| handoff.into_own());
-                let signals = self.blockers.signalled_by(&blocker);
+                let signals = self.blockers.signalled_by(blocker);
                 let sent = Instant::now();
-                let arming = HandOff::arm(&client, &self.node, own, &blocker, signals);
+                let arming = HandOff::arm(&client, &self.node, own, blocker, signals);
                 let mut handoff = Box::pin(arming).await?;
                 // The answer confirms the session: a hold made on it now is trusted.
                 session.confirm(&client, sent);
                 drop(client);
-                let heard = Box::pin(handoff.hear(&self.client, &blocker)).await;
+                // Not boxed: hearing keeps only references while it waits.
+                let heard = handoff.hear(&self.client, blocker).await;
                 let taken = handoff.taken();
                 self.handoff = Some(handoff);
                 let placed = match heard? {
