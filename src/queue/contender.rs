@@ -66,7 +66,8 @@ pub(crate) struct Ticket {
     /// node: every holding, fence, guard and leadership made for it shares this one latch
     /// (a leader's later terms on the node too), so none misses a request that another
     /// handle saw before the holder's own write (a proclamation) replaced the marker.
-    pub(super) asked: Arc<AtomicBool>,
+    /// Made when the node first holds: a waiter keeps none.
+    pub(super) asked: Option<Arc<AtomicBool>>,
 }
 
 impl Ticket {
@@ -122,8 +123,8 @@ impl Ticket {
     }
 
     /// The node's latch of a request to let go, shared by every handle of the node.
-    pub(crate) fn latch(&self) -> Arc<AtomicBool> {
-        self.asked.clone()
+    pub(crate) fn latch(&mut self) -> Arc<AtomicBool> {
+        self.asked.get_or_insert_with(Arc::default).clone()
     }
 
     /// The watch on our own node set while it waited, if it is still set: a holding keeps
