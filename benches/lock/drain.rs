@@ -1,5 +1,5 @@
 //! Queue drain at 100, 1,000 and 10,000 waiters, per side: one holder, the waiters
-//! queued behind it on `DRAIN_SESSIONS` sessions, then µs per hand-off from the holder's
+//! queued behind it on `SESSIONS` sessions, then µs per hand-off from the holder's
 //! release until the last waiter is done. While they wait: the time to queue them, the
 //! memory per waiting `lock()` (RSS and live heap), the server's watch count; and, to
 //! compare, the memory floor (tasks that only enter a queue and watch) and the size of
@@ -22,7 +22,7 @@ use crate::{targets, Opts};
 /// Sessions of the drain scenario ask for this timeout, so a request flood cannot expire them.
 const DRAIN_SESSION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Sessions the drain waiters are spread over.
-const DRAIN_SESSIONS: usize = 4;
+pub const SESSIONS: usize = 4;
 /// How long the waiters (or floor tasks) may take to queue.
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -57,7 +57,7 @@ async fn drain(side: Side, zk: &Ensemble, hosts: &str, waiters: usize, timeout: 
     let holder_lock = holder.lock_on(&root);
     let guard = holder_lock.lock().await;
     let mut conns = Vec::new();
-    for _ in 0..DRAIN_SESSIONS {
+    for _ in 0..SESSIONS {
         conns.push(side.connect(&hosts, DRAIN_SESSION_TIMEOUT).await);
     }
     let watches_before = zk.watch_count().await;
@@ -225,7 +225,7 @@ pub async fn run(table: &mut Table, opts: &Opts, zk: &Ensemble) {
 fn handoff_row(q: &Queue, ours_at_100: Option<f64>) -> Row {
     let (ours, peer) = (q.handoff.ours.median(), q.handoff.peer.median());
     q.row(format!(
-        "queue drain, {} waiters / {DRAIN_SESSIONS} sessions",
+        "queue drain, {} waiters / {SESSIONS} sessions",
         q.waiters
     ))
     .target(targets::drain(q.waiters, ours, peer, ours_at_100))
@@ -372,7 +372,7 @@ async fn memory_floor(zk: &Ensemble, w: usize) -> Growth {
         .await
         .expect("floor root");
     let mut clients = Vec::new();
-    for _ in 0..DRAIN_SESSIONS {
+    for _ in 0..SESSIONS {
         clients.push(connect_client(&hosts, DRAIN_SESSION_TIMEOUT).await);
     }
     let watches_before = zk.watch_count().await;

@@ -10,7 +10,12 @@
 //! ```
 //!
 //! `--probe <ours|peer>,<uncontended|per-key>,<n>`. It prints the heap allocations per
-//! acquisition of the measured part (the bench's counting allocator). The side runs on a
+//! acquisition of the measured part (the bench's counting allocator).
+//!
+//! `--probe <ours|peer>,waiters,<n>` queues `n` waiters behind one holder instead (as the
+//! drain does), prints the live heap per waiter once every one has set its watch, and keeps
+//! them waiting for `WAITERS_KEPT`, so that a heap profiler can take apart what a waiter
+//! keeps (`valgrind --tool=massif`, then `vgdb detailed_snapshot <file>` meanwhile). The side runs on a
 //! runtime of one thread of its own (no work stealing between workers; both sides alike);
 //! `--only cpu` times the same work on the bench's runtime. The whole process's count
 //! still moves by thousands of instructions per acquisition from run to run (the I/O
@@ -20,10 +25,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use zk_recipes::Mutex;
 
+use crate::alloc::Baseline;
 use crate::cpu::Usage;
+use crate::drain;
 use crate::per_key::{Keys, Sessions, Who};
 use crate::side::{peer_lock, peer_release, Side, SESSION_TIMEOUT};
 use crate::support::{unique_root, Ensemble};
@@ -34,18 +42,28 @@ const SESSIONS: usize = 8;
 const TASKS: usize = 64;
 const KEYS: u64 = 10_000;
 
-/// What to count: whose, which workload, how many acquisitions.
+/// How long the `waiters` workload keeps its waiters queued once it printed their heap.
+const WAITERS_KEPT: Duration = Duration::from_secs(30);
+
+/// What to count: whose, which workload, how many acquisitions (or waiters).
 struct Probe {
     side: Side,
-    per_key: bool,
+    workload: Workload,
     n: usize,
+}
+
+#[derive(Clone, Copy)]
+enum Workload {
+    Uncontended,
+    PerKey,
+    Waiters,
 }
 
 impl Probe {
     fn parse(spec: &str) -> Probe {
         let parts: Vec<&str> = spec.split(',').collect();
         let [side, workload, n] = parts[..] else {
-            panic!("--probe <ours|peer>,<uncontended|per-key>,<n>, not {spec}");
+            panic!("--probe <ours|peer>,<uncontended|per-key|waiters>,<n>, not {spec}");
         };
         Probe {
             side: match side {
@@ -53,9 +71,10 @@ impl Probe {
                 "peer" => Side::Peer,
                 other => panic!("--probe: no side {other}"),
             },
-            per_key: match workload {
-                "uncontended" => false,
-                "per-key" => true,
+            workload: match workload {
+                "uncontended" => Workload::Uncontended,
+                "per-key" => Workload::PerKey,
+                "waiters" => Workload::Waiters,
                 other => panic!("--probe: no workload {other}"),
             },
             n: n.parse().expect("--probe: a number of acquisitions"),
@@ -67,6 +86,9 @@ pub async fn run(opts: &Opts, zk: &Ensemble) {
     let spec = opts.probe.clone().expect("--only probe needs --probe");
     let probe = Probe::parse(&spec);
     let hosts = zk.address(0);
+    if let Workload::Waiters = probe.workload {
+        return waiters(probe.side, zk, &hosts, probe.n).await;
+    }
     let warmup = opts.warmup;
     let counted = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -74,9 +96,9 @@ pub async fn run(opts: &Opts, zk: &Ensemble) {
             .build()
             .expect("probe runtime");
         runtime.block_on(async {
-            match probe.per_key {
-                false => uncontended(probe.side, &hosts, warmup, probe.n).await,
-                true => per_key(probe.side, &hosts, probe.n).await,
+            match probe.workload {
+                Workload::PerKey => per_key(probe.side, &hosts, probe.n).await,
+                _ => uncontended(probe.side, &hosts, warmup, probe.n).await,
             }
         })
     });
@@ -146,4 +168,48 @@ async fn per_key(side: Side, hosts: &str, n: usize) -> f64 {
     let allocations = Usage::now().per_since(&before, n as f64).allocations;
     sessions.close();
     allocations
+}
+
+/// `n` waiters of `side` queued behind one holder on the drain's sessions: prints their
+/// live heap per waiter once all are queued and have set their watches, then keeps them
+/// waiting for `WAITERS_KEPT`.
+async fn waiters(side: Side, zk: &Ensemble, hosts: &str, n: usize) {
+    let root = unique_root("probe-waiters");
+    let shared_root: Arc<str> = Arc::from(root.as_str());
+    let holder = side.connect(hosts, SESSION_TIMEOUT).await;
+    let holder_lock = holder.lock_on(&root);
+    let guard = holder_lock.lock().await;
+    let mut conns = Vec::new();
+    for _ in 0..drain::SESSIONS {
+        conns.push(side.connect(hosts, SESSION_TIMEOUT).await);
+    }
+    let watches_before = zk.watch_count().await;
+    let baseline = Baseline::take();
+    let done = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..n)
+        .map(|i| conns[i % conns.len()].spawn_waiter(&shared_root, &done))
+        .collect();
+    while zk.watch_count().await < watches_before + n {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Stragglers' last watches, as the drain lets them.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let growth = baseline.growth_per(n);
+    eprintln!(
+        "probe waiters: {:.0} bytes of live heap per waiter (peak {:.0}), {:.2} KiB RSS, lock() future {} bytes; pid {}; kept {WAITERS_KEPT:?}",
+        growth.heap_bytes,
+        growth.peak_heap_bytes,
+        growth.rss_kib,
+        holder.lock_future_bytes(&root),
+        std::process::id()
+    );
+    tokio::time::sleep(WAITERS_KEPT).await;
+    for task in &tasks {
+        task.abort();
+    }
+    drop(guard);
+    for conn in &conns {
+        conn.close();
+    }
+    holder.close();
 }

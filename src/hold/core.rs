@@ -44,16 +44,16 @@ pub(crate) struct Core {
 
 impl Core {
     /// The core of a hold on `ticket`'s node, trusted as `trust` says.
-    pub(super) fn new(ticket: &Ticket, trust: Trust) -> Core {
-        let session = ticket.session();
+    pub(super) fn new(ticket: &mut Ticket, trust: Trust) -> Core {
+        let session = ticket.session().clone();
         Core {
             acl: session.node_acl(),
-            session: session.clone(),
+            asked: ticket.latch(),
+            session,
             client: ticket.client(),
             node: ticket.shared_node(),
             token: ticket.token(),
             trust,
-            asked: ticket.latch(),
         }
     }
 

@@ -90,7 +90,7 @@ impl Holding {
         let monitoring = Arc::new(Monitoring(Mutex::new(Monitor::Ended)));
         let awaited = deferred.then(|| Arc::downgrade(&monitoring) as Weak<dyn WatchNow>);
         let (trust, report) = Trust::new(liveness, awaited);
-        let core = Core::new(&ticket, trust);
+        let core = Core::new(&mut ticket, trust);
         let kind = ticket.kind();
         let pending = Pending {
             watching: Watching {

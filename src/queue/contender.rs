@@ -66,7 +66,8 @@ pub(crate) struct Ticket {
     /// node: every holding, fence, guard and leadership made for it shares this one latch
     /// (a leader's later terms on the node too), so none misses a request that another
     /// handle saw before the holder's own write (a proclamation) replaced the marker.
-    pub(super) asked: Arc<AtomicBool>,
+    /// Made when the node first holds: a waiter keeps none.
+    pub(super) asked: Option<Arc<AtomicBool>>,
 }
 
 impl Ticket {
@@ -122,8 +123,8 @@ impl Ticket {
     }
 
     /// The node's latch of a request to let go, shared by every handle of the node.
-    pub(crate) fn latch(&self) -> Arc<AtomicBool> {
-        self.asked.clone()
+    pub(crate) fn latch(&mut self) -> Arc<AtomicBool> {
+        self.asked.get_or_insert_with(Arc::default).clone()
     }
 
     /// The watch on our own node set while it waited, if it is still set: a holding keeps
@@ -206,21 +207,24 @@ impl Ticket {
                         }
                         continue;
                     }
+                    // The blocker's path is borrowed, not copied: only the fields beside
+                    // it change until the wait ends.
                     Place::Behind {
                         blocker,
                         blocker_first,
-                    } => (blocker.clone(), *blocker_first),
+                    } => (blocker, *blocker_first),
                 };
-                let client = self.live_client()?;
+                let client = self.client.upgrade().ok_or_else(|| self.session.ended())?;
                 let own = self.handoff.take().and_then(|handoff| handoff.into_own());
-                let signals = self.blockers.signalled_by(&blocker);
+                let signals = self.blockers.signalled_by(blocker);
                 let sent = Instant::now();
-                let arming = HandOff::arm(&client, &self.node, own, &blocker, signals);
+                let arming = HandOff::arm(&client, &self.node, own, blocker, signals);
                 let mut handoff = Box::pin(arming).await?;
                 // The answer confirms the session: a hold made on it now is trusted.
                 session.confirm(&client, sent);
                 drop(client);
-                let heard = Box::pin(handoff.hear(&self.client, &blocker)).await;
+                // Not boxed: hearing keeps only references while it waits.
+                let heard = handoff.hear(&self.client, blocker).await;
                 let taken = handoff.taken();
                 self.handoff = Some(handoff);
                 let placed = match heard? {

@@ -503,7 +503,7 @@ impl Creating {
             kind: self.kind,
             armed: true,
             handoff: None,
-            asked: Arc::default(),
+            asked: None,
             node: node.into(),
             czxid,
         })

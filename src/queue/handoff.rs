@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Weak;
+use std::task::{Context, Poll, Waker};
 
 use tracing::debug;
 use zookeeper_client::{Client, EventType, OneshotWatcher, StateWatcher, WatchedEvent};
@@ -46,6 +47,16 @@ pub(super) struct HandOff {
     signalled: bool,
     /// Whether the connection changed since arming.
     reconnected: bool,
+}
+
+/// What one look at the hand-off's watches ends on ([`HandOff::poll_heard`]).
+enum Sent {
+    /// Our own node was deleted.
+    OwnDeleted,
+    /// The blocker is not watched: it was not there when its watch was set.
+    BlockerGone,
+    /// The blocker's notification (its watch is spent).
+    Blocker(WatchedEvent),
 }
 
 /// What ends a waiter's hearing, in the order the servers sent it.
@@ -140,7 +151,10 @@ impl HandOff {
     ///
     /// zookeeper-client hands one session's notifications to their watchers in the order
     /// the servers sent them, so when the blocker's notification is ready, every earlier
-    /// one is ready too: the `biased` order below takes them first.
+    /// one is ready too: [`poll_heard`](Self::poll_heard) takes them first.
+    ///
+    /// Its future keeps no more than a few references while it waits (the watches are
+    /// the hand-off's own): a waiting acquisition stores it, so it needs no box.
     ///
     /// # Notable errors
     /// * [`Error::SessionExpired`] or [`Error::Closed`] if the session ended; as
@@ -150,28 +164,10 @@ impl HandOff {
     /// Cancel safe: what was heard stays recorded, the watches set.
     pub(super) async fn hear(&mut self, client: &Weak<Client>, blocker: &str) -> Result<Heard> {
         loop {
-            let Some(watch) = self.blocker.as_mut() else {
-                return Ok(Heard::BlockerGone);
-            };
-            let event = tokio::select! {
-                biased;
-                event = fired(&mut self.own) => match event.event_type {
-                    EventType::NodeDeleted => return Ok(Heard::OwnDeleted),
-                    // A write: the watch is spent, and our node no longer known to exist.
-                    other => {
-                        debug!(?other, "our node changed");
-                        continue;
-                    }
-                },
-                event = fired(&mut self.signal) => {
-                    self.signalled = event.event_type == EventType::NodeCreated;
-                    continue;
-                }
-                () = changed(&mut self.states), if !self.reconnected => {
-                    self.reconnected = true;
-                    continue;
-                }
-                event = watch.as_mut() => event,
+            let event = match std::future::poll_fn(|cx| self.poll_heard(cx)).await {
+                Sent::Blocker(event) => event,
+                Sent::OwnDeleted => return Ok(Heard::OwnDeleted),
+                Sent::BlockerGone => return Ok(Heard::BlockerGone),
             };
             self.blocker = None;
             match event.event_type {
@@ -182,8 +178,34 @@ impl HandOff {
             // A client that is gone was replaced after its session expired (a closed
             // session ends the wait before this is reached).
             let client = client.upgrade().ok_or(Error::SessionExpired)?;
-            self.blocker = watch_blocker(&client, blocker).await?;
+            // Boxed: a write into the blocker is rare, and takes room only while it is
+            // watched again.
+            self.blocker = Box::pin(watch_blocker(&client, blocker)).await?;
         }
+    }
+
+    /// One look at what the servers sent, in the order they sent it: a blocker that is
+    /// not watched is gone; else our own node's notification (its deletion ends the
+    /// hearing; a write only spends its watch), then the signal's, then the connection's
+    /// state, then the blocker's notification. What it hears stays recorded.
+    fn poll_heard(&mut self, cx: &mut Context<'_>) -> Poll<Sent> {
+        let Some(watch) = self.blocker.as_mut() else {
+            return Poll::Ready(Sent::BlockerGone);
+        };
+        if let Some(event) = fired(&mut self.own, cx) {
+            match event.event_type {
+                EventType::NodeDeleted => return Poll::Ready(Sent::OwnDeleted),
+                // A write: the watch is spent, and our node no longer known to exist.
+                other => debug!(?other, "our node changed"),
+            }
+        }
+        if let Some(event) = fired(&mut self.signal, cx) {
+            self.signalled = event.event_type == EventType::NodeCreated;
+        }
+        if !self.reconnected {
+            self.reconnected = self.states.as_mut().is_some_and(changed);
+        }
+        watch.as_mut().poll(cx).map(Sent::Blocker)
     }
 
     /// Once the blocker's deletion was heard: whether what was heard before it says that
@@ -200,28 +222,25 @@ impl HandOff {
     }
 }
 
-/// The event of `watch` once it fires, which also unsets it; never if it is not set.
-///
-/// # Cancel safety
-/// Cancel safe: a watch that has not fired stays set.
-async fn fired(watch: &mut Option<Armed>) -> WatchedEvent {
-    let Some(armed) = watch.as_mut() else {
-        return std::future::pending().await;
+/// The event of `watch` if it fired, which also unsets it; `None` (and woken by `cx` once
+/// it fires) if it did not, or is not set.
+fn fired(watch: &mut Option<Armed>, cx: &mut Context<'_>) -> Option<WatchedEvent> {
+    let event = match watch.as_mut()?.as_mut().poll(cx) {
+        Poll::Ready(event) => event,
+        Poll::Pending => return None,
     };
-    let event = armed.await;
     *watch = None;
-    event
+    Some(event)
 }
 
-/// Resolves once the connection's state changes; never without a watcher.
-///
-/// # Cancel safety
-/// Cancel safe.
-async fn changed(states: &mut Option<StateWatcher>) {
-    match states {
-        Some(states) => drop(states.changed().await),
-        None => std::future::pending().await,
-    }
+/// Whether the connection's state changed since `states` last looked. It registers no
+/// waker: a change matters only once a notification is heard, and zookeeper-client
+/// publishes it before it sends the watches again or hears anything on the next connection.
+fn changed(states: &mut StateWatcher) -> bool {
+    let changed = std::pin::pin!(states.changed());
+    changed
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_ready()
 }
 
 /// Sets a data watch on the blocker at `path`: `None` if it is gone. A data watch, not an

@@ -95,7 +95,7 @@
 //! | --- | --- |
 //! | `World::enter`: create and list sent back to back | `Queue::enter`, `Queue::create` |
 //! | `World::placed`, arming: blocker's data watch, own exists watch, signal exists watch | `Ticket::wait_first`, `HandOff::arm` (the blocker's data watch with the others; its state watcher is the connection generation) |
-//! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | `HandOff::hear` (one biased select over the own node, the signal, the connection and the blocker; it watches a blocker written into again) |
+//! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | `HandOff::hear` (`poll_heard` looks at the own node, the signal, the connection and the blocker, in that order; it watches a blocker written into again) |
 //! | `World::decide`, not held: exists of the own node behind a blocker that was first (`Phase::Checking { list: false }`), else list and place again | `Ticket::wait_first` (`Heard::BlockerGone`, not taken): `Ticket::ask` |
 //! | `World::evicted`: enter again at the end | `Ticket::evicted`, `Turn::Evicted` in `Queue::acquire` |
 //! | `World::hold`: trusted; the own node watched (the waiting watch kept if unspent) | `Holding::start` in the hold core (`Ticket::take_own_watch`, `NodeWatch`) |
