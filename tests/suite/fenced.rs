@@ -483,7 +483,7 @@ async fn a_hold_as_a_trait_object_fences_and_hears_a_request() {
     await_empty(&observer, &root).await;
 }
 
-// The edges of the promise (tests/fenced/): odd holds and inputs, the error each failure
+// The edges of the promise (tests/suite/fenced/): odd holds and inputs, the error each failure
 // gets; holds of an expired session; a log written only through fenced() under faults.
 #[path = "fenced/edges.rs"]
 mod edges;
