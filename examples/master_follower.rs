@@ -47,7 +47,7 @@
 //! lost (read from the clock) before it deals again, and its writes are fenced anyway.
 //!
 //! Each replica prints `working on partition <p> (token <t>)` when it begins and
-//! `stopped working on partition <p>: <why>` when it ends (`tests/master_follower.rs` checks
+//! `stopped working on partition <p>: <why>` when it ends (`tests/suite/master_follower.rs` checks
 //! from those lines that no two replicas ever work one partition at once).
 
 mod common;

@@ -7,11 +7,16 @@
 # runs each chosen binary N times, one run after another, each run exactly as `cargo test`
 # runs it (the built binary, from its package's directory, with its normal test harness).
 #
-# BINARY names a test binary: `exclusion`, `loss`, ... for the root crate's tests/*.rs,
-# `cli:lock`, `cli:elect`, ... for the CLI's cli/tests/*.rs, `PKG:lib`, `PKG:bin` for a
-# package's unit tests (`zk-recipes:lib`, `harness:lib`, `cli:bin`). Default: every test binary of the workspace.
-# `scripts/soak.sh --list` lists the names. Arguments after `--` go to every run (a test
-# name filter, `--test-threads=1`, ...).
+# BINARY names a test binary: `suite` for the root crate's tests/suite/ (its modules:
+# `exclusion`, `loss`, ...), `metrics` and `loss_published_first` (binaries of their own),
+# `cli:suite` for the CLI's cli/tests/suite/, `harness:harness`, and `PKG:lib`, `PKG:bin`
+# for a package's unit tests (`zk-recipes:lib`, `harness:lib`, `cli:bin`). BINARY::MODULE
+# runs only the tests of one module of it, by their whole names (`--exact`):
+# `suite::exclusion`, `suite::fenced::stale`, `cli:suite::lock`; a module's name alone
+# stands for it, as the test binary it once was: `exclusion` for `suite::exclusion`,
+# `cli:lock` for `cli:suite::lock`. Default: every test binary of the workspace. `scripts/soak.sh --list` lists the binaries. Arguments after `--` go to
+# every run (a test name filter, `--test-threads=1`, ...; with a MODULE, a filter adds
+# tests by their whole names).
 #
 # Each run is bounded by SOAK_TIMEOUT (default 900s); a run that times out counts as a
 # failure of its binary (`[timed out]`). Every run's output is kept in the log directory
@@ -93,12 +98,35 @@ while IFS=$'\t' read -r name path pkgdir; do
     names+=("$name")
 done < <(build | sort)
 
+# BINARY::MODULE: the binary's path and directory, and the module's tests by name.
+declare -A module_tests
 if ((${#wanted[@]})); then
-    for name in "${wanted[@]}"; do
-        [[ -n ${exe[$name]:-} ]] || {
-            echo "soak: no test binary named '$name'; these exist: ${names[*]}" >&2
+    for i in "${!wanted[@]}"; do
+        name=${wanted[i]}
+        # A module named as the binary it once was: `exclusion`, `cli:lock`.
+        if [[ $name != *::* && -z ${exe[$name]:-} ]]; then
+            case $name in
+            *:*) name=${name%%:*}:suite::${name#*:} ;;
+            *) name=suite::$name ;;
+            esac
+            wanted[i]=$name
+        fi
+        binary=${name%%::*}
+        [[ -n ${exe[$binary]:-} ]] || {
+            echo "soak: no test binary named '$binary'; these exist: ${names[*]}" >&2
             exit 2
         }
+        if [[ $name == *::* ]]; then
+            exe[$name]=${exe[$binary]}
+            dir[$name]=${dir[$binary]}
+            module_tests[$name]=$("${exe[$binary]}" --list 2>/dev/null |
+                sed -n 's/: test$//p' | awk -v m="${name#*::}::" 'index($0, m) == 1' |
+                tr '\n' ' ')
+            [[ -n ${module_tests[$name]} ]] || {
+                echo "soak: no tests in module '${name#*::}' of '$binary'" >&2
+                exit 2
+            }
+        fi
     done
     names=("${wanted[@]}")
 fi
@@ -140,6 +168,11 @@ failed_any=0
 summary=()
 for name in "${names[@]}"; do
     safe=${name//:/_}
+    run_args=()
+    # Test names have no spaces: the list splits into words.
+    # shellcheck disable=SC2206
+    [[ -z ${module_tests[$name]:-} ]] || run_args=(--exact ${module_tests[$name]})
+    run_args+=(${test_args[@]+"${test_args[@]}"})
     declare -A fails=() first=()
     bad_runs=0
     start=$SECONDS
@@ -149,7 +182,7 @@ for name in "${names[@]}"; do
         # In the background, so that Ctrl-C ends the script at once (a trap waits for a
         # command in the foreground); `stop` ends the run then.
         (cd "${dir[$name]}" && CARGO_MANIFEST_DIR=${dir[$name]} \
-            exec timeout --kill-after=20 "$timeout_s" "${exe[$name]}" "${test_args[@]}") \
+            exec timeout --kill-after=20 "$timeout_s" "${exe[$name]}" ${run_args[@]+"${run_args[@]}"}) \
             >"$log" 2>&1 &
         run_pid=$!
         wait "$run_pid" || status=$?
@@ -163,7 +196,7 @@ for name in "${names[@]}"; do
             failing+=("[timed out]")
             # Name the tests that never finished, at the end of the run's log.
             unfinished=$(comm -23 \
-                <("${exe[$name]}" --list "${test_args[@]}" 2>/dev/null |
+                <("${exe[$name]}" --list ${run_args[@]+"${run_args[@]}"} 2>/dev/null |
                     sed -n 's/: test$//p' | sort) \
                 <(sed -n 's/^test \(.*\) \.\.\. [a-zA-Z]*$/\1/p' "$log" | sort))
             echo "soak: timed out after ${timeout_s}s; unfinished: ${unfinished//$'\n'/ }" >>"$log"

@@ -1,5 +1,5 @@
 //! How a replica or candidate of the examples says what it does: one line on stdout,
-//! `<ms since the epoch> [<id>] <what>` (tests/master_follower.rs reads these lines).
+//! `<ms since the epoch> [<id>] <what>` (tests/suite/master_follower.rs reads these lines).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -42,7 +42,7 @@
 //! 1. the connection is the same since it armed (ZooKeeper sends one session's
 //!    notifications in the order of the changes, and zookeeper-client hands them to their
 //!    watchers in that order — verified for zookeeper-client 0.11.2 and pinned by
-//!    `tests/notification_order.rs` —, but only within one connection: watches set again
+//!    `tests/suite/notification_order.rs` —, but only within one connection: watches set again
 //!    after a reconnect are answered in no order);
 //! 2. it heard nothing about its own node (not deleted, not written), so its node existed
 //!    when the blocker was deleted;

@@ -1,4 +1,4 @@
-// A Curator GroupMember peer driven over stdin/stdout by tests/interop.rs (see
+// A Curator GroupMember peer driven over stdin/stdout by tests/suite/interop.rs (see
 // zk_harness::peers::Peer::curator_group).
 //
 //   java -cp <curator jars>:<dir of the peers' classes> CuratorGroupPeer <connect string> <path>

@@ -1,4 +1,4 @@
-// A Curator peer driven over stdin/stdout by tests/interop.rs.
+// A Curator peer driven over stdin/stdout by tests/suite/interop.rs.
 //
 //   java -cp <curator jars>:<dir of CuratorPeer.class> CuratorPeer <connect string> <path>
 //

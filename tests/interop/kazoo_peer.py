@@ -1,4 +1,4 @@
-"""A kazoo peer driven over stdin/stdout by tests/interop.rs.
+"""A kazoo peer driven over stdin/stdout by tests/suite/interop.rs.
 
     /usr/bin/python3 kazoo_peer.py <connect string> <path>
 

@@ -3,8 +3,6 @@
 //! Every process is started with `kill_on_drop`, so a failing test leaves none behind; each
 //! test works in a scratch directory of its own, removed when it passes.
 
-#![allow(dead_code)] // each test binary uses a part
-
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -47,7 +47,12 @@ async fn paused_holder() {
 
 /// Starts the child holding `root` on `hosts`.
 fn paused_holder_process(hosts: &str, root: &str) -> tokio::process::Child {
-    child_test("paused_holder", CHILD, &format!("{hosts} {root}"))
+    child_test(
+        module_path!(),
+        "paused_holder",
+        CHILD,
+        &format!("{hosts} {root}"),
+    )
 }
 
 /// The child's next answer (lines that are not answers, from the test runner, skipped).

@@ -1,7 +1,7 @@
 //! `zk-recipes lock --semaphore N`: at most N CMDs at once across processes, the lease in
 //! CMD's environment, `--timeout`, and another N refused, against a real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

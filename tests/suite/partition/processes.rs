@@ -111,7 +111,7 @@ struct Line {
 /// A member process connected through `proxy`, its lines appended to `log`.
 fn member(proxy: &Proxy, root: &str, id: &str, log: &watch::Sender<Vec<Line>>) -> Child {
     let what = format!("{} {root} {id}", proxy.address());
-    let mut child = child_test("processes::member_process", CHILD, &what);
+    let mut child = child_test(module_path!(), "member_process", CHILD, &what);
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let (log, id) = (log.clone(), id.to_owned());
     tokio::spawn(async move {

@@ -1,6 +1,6 @@
 //! Revocation: asking writes Curator's marker into the holder's node; the holder hears it
 //! and nothing else changes; a path nobody holds says so. (Both ways with the real Curator:
-//! tests/interop.rs.)
+//! tests/suite/interop.rs.)
 
 use std::time::Duration;
 
@@ -125,6 +125,6 @@ async fn every_reader_that_holds_is_asked_and_no_waiter() {
     await_empty(&observer, &root).await;
 }
 
-// What counts as a request, and what asking writes (tests/revoke/requests.rs).
+// What counts as a request, and what asking writes (tests/suite/revoke/requests.rs).
 #[path = "revoke/requests.rs"]
 mod requests;

@@ -4,7 +4,7 @@
 //! as it is (its children); `--kind` says what PATH is, and a KeyedMutex root shows each key
 //! with its holder, or free.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! (here: SASL credentials they do not know), which ends zk-recipes with 69 and the reason
 //! instead of retrying forever.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 

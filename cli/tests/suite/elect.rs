@@ -1,7 +1,7 @@
 //! `zk-recipes elect`: one CMD at a time among candidates, fail-over when a leader dies,
 //! a new term after a loss, and `--once`, against a real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! and the holders and waiters of a lock, a read/write lock and a semaphore, against a
 //! real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 

@@ -2,7 +2,7 @@
 //! stop CMD as SIGTERM does, and neither a SIGKILL of zk-recipes nor CMD's own end leaves
 //! a process of CMD's group running; against a real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::Duration;

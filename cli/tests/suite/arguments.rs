@@ -2,7 +2,7 @@
 //! strings refused before connecting (64), and `--timeout 0s`; against a real ZooKeeper
 //! server where one is needed.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! nobody reads): messages are best-effort, the exit status is the contract; against a
 //! real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -95,7 +95,7 @@ async fn overlapping_sets_in_two_processes_never_deadlock_nor_overlap() {
     let mut children = Vec::new();
     for keys in ["a,b", "b,a"] {
         let args = format!("{} {} {keys} {ROUNDS}", fx.hosts, fx.root);
-        children.push(child_test("multi_locker", CHILD, &args));
+        children.push(child_test(module_path!(), "multi_locker", CHILD, &args));
     }
     let mut outputs = Vec::new();
     for child in &mut children {

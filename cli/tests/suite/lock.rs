@@ -1,7 +1,7 @@
 //! `zk-recipes lock`: mutual exclusion between processes, CMD's environment and exit status,
 //! `--timeout`, and the statuses of bad input, against a real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

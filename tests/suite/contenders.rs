@@ -168,6 +168,6 @@ async fn bad_ids_are_refused_before_anything_is_sent() {
     );
 }
 
-// Listing while contenders come and go, or the connection is down (tests/contenders/).
+// Listing while contenders come and go, or the connection is down (tests/suite/contenders/).
 #[path = "contenders/listing.rs"]
 mod listing;

@@ -5,14 +5,13 @@
 //! anything is sent.
 
 use std::pin::pin;
-use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{ChildStdout, Command};
+use tokio::process::ChildStdout;
 use zk_harness::{
-    await_empty, await_events, bounded, observer, record_events, session, unique_root, Ensemble,
-    PATIENCE,
+    await_empty, await_events, bounded, child_test, observer, record_events, session, signal,
+    unique_root, Ensemble, PATIENCE,
 };
 use zk_recipes::{
     DistributedLock, Error, Hold, LeaderElection, Mutex, RwLock, Semaphore, SessionEvent, Written,
@@ -332,11 +331,6 @@ async fn answer(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
     }
 }
 
-fn signal(pid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: kill(2) with a pid of our own child and a valid signal number.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid} {signal}");
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_holder_paused_past_its_session_writes_nothing() {
     let ensemble = Ensemble::shared(1).await;
@@ -346,15 +340,12 @@ async fn a_holder_paused_past_its_session_writes_nothing() {
     let observer = observer(&hosts).await;
     let other = session(&hosts, PAUSED_TIMEOUT).await;
 
-    let mut child = Command::new(std::env::current_exe().expect("this test binary"))
-        .args(["--exact", "fenced_paused_holder", "--include-ignored"])
-        .args(["--nocapture", "--test-threads", "1", "--quiet"])
-        .env(CHILD, format!("{hosts} {root}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the holder process");
+    let mut child = child_test(
+        module_path!(),
+        "fenced_paused_holder",
+        CHILD,
+        &format!("{hosts} {root}"),
+    );
     let pid = child.id().expect("a pid") as libc::pid_t;
     let mut ask = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -492,7 +483,7 @@ async fn a_hold_as_a_trait_object_fences_and_hears_a_request() {
     await_empty(&observer, &root).await;
 }
 
-// The edges of the promise (tests/fenced/): odd holds and inputs, the error each failure
+// The edges of the promise (tests/suite/fenced/): odd holds and inputs, the error each failure
 // gets; holds of an expired session; a log written only through fenced() under faults.
 #[path = "fenced/edges.rs"]
 mod edges;

@@ -145,7 +145,12 @@ async fn stopped_holder() {
 }
 
 fn stopped_holder_process(hosts: &str, root: &str) -> tokio::process::Child {
-    child_test("stopped_holder", CHILD, &format!("{hosts} {root}"))
+    child_test(
+        module_path!(),
+        "stopped_holder",
+        CHILD,
+        &format!("{hosts} {root}"),
+    )
 }
 
 /// The child's next line that starts with `prefix` (the test runner's own lines skipped).

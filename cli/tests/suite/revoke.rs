@@ -1,7 +1,7 @@
 //! `zk-recipes revoke PATH` and `lock --on-revoke`: asking the holder to let go, against a
 //! real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

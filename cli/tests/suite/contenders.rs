@@ -2,7 +2,7 @@
 //! go, as the library's `contenders()` lists them (a node it may not read too, without an
 //! id), against a real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `zk-recipes lock` when the lock is lost while CMD runs, and when zk-recipes is sent a
 //! signal, against a real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

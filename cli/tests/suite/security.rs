@@ -3,7 +3,7 @@
 //! ZooKeeper server with a TLS port (`ssl.clientAuth=need`), SASL users and its plaintext
 //! port. Key material is made at test time (`zk_harness::pki`).
 
-mod support;
+use crate::support;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt as _;

@@ -1,7 +1,7 @@
 //! `zk-recipes members` and `zk-recipes join`: members appear as `join` processes start and
 //! vanish when they are SIGKILLed or stopped, against a real ZooKeeper server.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
