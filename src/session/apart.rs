@@ -68,7 +68,8 @@ impl Apart {
     /// [`Session`](super::Session) renews its own.
     ///
     /// # Notable errors
-    /// A refusal that dialing again cannot fix: credentials or TLS settings refused.
+    /// A refusal that dialing again cannot fix: credentials refused. (A TLS refusal is
+    /// tried again: these settings made a session before.)
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped renewal leaves no session behind.

@@ -14,7 +14,8 @@
 //! After the first failed round every host is looked at once (see `probe`): when every
 //! host refused the TLS settings (an untrusted certificate, a missing client certificate,
 //! a plaintext client on a TLS port or the reverse), retrying cannot help, and the dial
-//! fails at once with [`Error::Tls`]. Otherwise it goes on, and if the connection timeout
+//! fails at once with [`Error::Tls`] (after expiry the keeper dials again on it: see
+//! `keeper::lasting`). Otherwise it goes on, and if the connection timeout
 //! passes, fails with [`Error::Unreachable`], whose reason tells what each host did.
 //! Refused SASL credentials end the dial at once with [`Error::AuthFailed`].
 //!

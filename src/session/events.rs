@@ -52,9 +52,10 @@ pub enum CloseReason {
     /// [`Session::close`] was called.
     Requested,
     /// After expiry, the servers refused the new session for a reason that retrying does
-    /// not fix: the error the attempt failed with ([`Error::AuthFailed`], [`Error::Tls`],
-    /// [`Error::InvalidConnectString`], ...). Unreachable servers are not such a reason:
-    /// the session keeps trying, with back-off, until they answer.
+    /// not fix: the error the attempt failed with ([`Error::AuthFailed`], ...).
+    /// Unreachable servers are not such a reason, nor a TLS refusal (the settings made a
+    /// session on these hosts before, and a server starting up closes connections as a
+    /// TLS mismatch does): the session keeps trying, with back-off, until they answer.
     Refused(Error),
     /// The tokio runtime that ran the session's tasks shut down: nothing watches the
     /// connection or renews the session any more.

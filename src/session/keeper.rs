@@ -192,8 +192,8 @@ async fn follow(
 }
 
 /// Connects a fresh session with the credentials and TLS settings of the first one, backing
-/// off between attempts that failed for a passing reason (100 ms doubling to 5 s); with
-/// the instant its connect began.
+/// off between attempts that failed for a passing reason (100 ms doubling to 5 s, a TLS
+/// refusal included, see [`lasting`]); with the instant its connect began.
 ///
 /// # Notable errors
 /// A refusal that retrying cannot fix (see [`lasting`]).
@@ -217,13 +217,19 @@ pub(super) async fn renew(dialer: &Dialer, target: &str) -> Result<(Client, Inst
 }
 
 /// Whether a failed dial would fail the same way every time: the servers refused the
-/// credentials or the TLS settings, or the settings themselves are unusable. Servers that
-/// cannot be reached (or give no session in time) may be back later.
+/// credentials, or the settings themselves are unusable. Servers that cannot be reached (or
+/// give no session in time) may be back later.
+///
+/// [`Error::Tls`] is not lasting here: the same TLS settings made a session on these hosts
+/// before, and a server starting up or going down closes connections the way a TLS
+/// mismatch does (a plaintext port that closes after five silent bytes looks like a TLS
+/// port; a TLS port that closes during the handshake looks like a plaintext one). A server
+/// whose certificate was replaced or expired can be put right by its operator, while the
+/// session's own settings never change: renewing goes on, with back-off.
 fn lasting(err: &Error) -> bool {
     matches!(
         err,
         Error::AuthFailed { .. }
-            | Error::Tls { .. }
             | Error::InvalidConnectString { .. }
             | Error::InvalidArgument(_)
             | Error::InvalidPath { .. }

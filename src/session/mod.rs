@@ -53,9 +53,10 @@ pub(crate) use liveness::Liveness;
 /// client reconnects by itself. When the servers declare the session expired, that client is
 /// dead for good: `Session` then connects again with a fresh session, with bounded back-off,
 /// and the recipes built on it follow (held locks are reported lost, candidates re-join).
-/// A new session the servers refuse for good (credentials or TLS settings refused, see
+/// A new session the servers refuse for good (credentials refused, see
 /// [`CloseReason::Refused`]) ends the `Session` instead of being tried forever; servers
-/// that cannot be reached are tried again until they answer.
+/// that cannot be reached, or that seem to refuse the TLS settings that made the first
+/// session, are tried again until they answer.
 ///
 /// Every change is published as a [`SessionEvent`] on a [`tokio::sync::watch`] channel, so
 /// a receiver always sees the latest state; transitions faster than the receiver looks may

@@ -1,5 +1,7 @@
 //! How a `Session` ends for good without `close()`: a new session after expiry that the
-//! servers refuse for good, and the tokio runtime that ran the session shutting down.
+//! servers refuse for good, and the tokio runtime that ran the session shutting down; and
+//! what does not end it: servers that cannot be reached, or that close connections as a
+//! TLS port would, while it renews.
 
 use std::time::Duration;
 
@@ -67,8 +69,10 @@ async fn a_renewal_refused_for_good_ends_the_session() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_renewal_that_cannot_reach_a_server_keeps_trying() {
+/// Expires a session whose connection goes to `away` meanwhile (through a forwarder), checks
+/// that it keeps dialing there rather than ending, then lets it reach its server again and
+/// checks that it renews.
+async fn renews_after_dialing(away: u16, connection_timeout: Duration) {
     let server = Ensemble::start(1).await;
     let forwarder = Forwarder::start(port(&server)).await;
     let s = bounded(
@@ -76,24 +80,24 @@ async fn a_renewal_that_cannot_reach_a_server_keeps_trying() {
         PATIENCE,
         Session::builder()
             .session_timeout(SESSION_TIMEOUT)
-            .connection_timeout(Duration::from_millis(500))
+            .connection_timeout(connection_timeout)
             .connect(&forwarder.address()),
     )
     .await
     .expect("connect");
     let mut seen = record_events(&s);
-    // A port nothing listens on: the session is expired by the time the server is back.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let nowhere = free.local_addr().unwrap().port();
-    drop(free);
-    forwarder.retarget(nowhere);
+    forwarder.retarget(away);
     zk_harness::expire_session(&server.connect_string(), live_client(&s).session()).await;
     await_events(&mut seen, &[SessionEvent::Expired], PATIENCE).await;
-    // Dials fail as unreachable (each is one connection of the client, one of the look at
-    // the host); the session keeps trying.
+    // Each dial is one connection of the client and one of the look at the host; a
+    // session that gave up ends instead.
     let mut accepted = forwarder.accepted();
     let before = *accepted.borrow_and_update();
-    zk_harness::await_watch("three more dials", &mut accepted, |&n| n >= before + 6).await;
+    let mut events = s.events();
+    tokio::select! {
+        () = zk_harness::await_watch("three more dials", &mut accepted, |&n| n >= before + 6) => {}
+        _ = events.wait_for(|event| *event == SessionEvent::Closed) => {}
+    }
     assert!(s.close_reason().is_none(), "{:?}", s.close_reason());
     forwarder.retarget(port(&server));
     await_events(
@@ -108,6 +112,48 @@ async fn a_renewal_that_cannot_reach_a_server_keeps_trying() {
         .expect("the new session works");
     assert!(!seen.borrow().contains(&SessionEvent::Closed));
     s.close();
+}
+
+/// Dials that fail as unreachable (a port nothing listens on) go on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_that_cannot_reach_a_server_keeps_trying() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nowhere = free.local_addr().unwrap().port();
+    drop(free);
+    renews_after_dialing(nowhere, Duration::from_millis(500)).await;
+}
+
+/// A port that behaves like a ZooKeeper server starting up (or going down) on a loaded
+/// machine: it accepts connections, says nothing, and closes each one once it has five
+/// bytes, as a TLS-only port does with plaintext.
+async fn closing_port() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut connection, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut got = 0;
+                let mut buf = [0_u8; 64];
+                while got < 5 {
+                    match tokio::io::AsyncReadExt::read(&mut connection, &mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got += n,
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A renewal whose server closes connections the way a TLS port would (a server starting
+/// up does too) is no proof that the settings that made the session are refused: the
+/// session keeps trying, and renews once a server serves. (It ended with
+/// `Refused(Error::Tls)` before, and the caches and holds of the session with it.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_that_meets_a_server_closing_connections_keeps_trying() {
+    // Long enough for the look at the host to wait for its answer and send the fifth byte.
+    renews_after_dialing(closing_port().await, Duration::from_millis(1500)).await;
 }
 
 #[test]
