@@ -14,7 +14,7 @@ use zk_harness::{
     await_watch, bounded, expire_session, live_client, observer, session, Ensemble, Fixture, Proxy,
     PATIENCE,
 };
-use zk_recipes::{Cache, CacheState, Session};
+use zk_recipes::{Cache, CacheState, Session, SessionEvent};
 use zookeeper_client::{Acls, Client, CreateMode};
 
 use super::{
@@ -103,6 +103,12 @@ async fn fault(
         // is expired at once; the cache's own one, cut off, by the servers after its
         // timeout.
         "expire" => {
+            // The cache synced on a session of its own: the `Session`'s may still be
+            // renewing after the fault before (a freeze past its timeout).
+            await_watch("the session is live", &mut s.events(), |event| {
+                matches!(event, SessionEvent::Connected | SessionEvent::Reconnected)
+            })
+            .await;
             let own = the_watcher(zk, cache.path()).await;
             proxy.cut();
             let client = live_client(s);
