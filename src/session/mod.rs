@@ -551,7 +551,9 @@ impl Session {
     pub(crate) async fn live(&self) -> Result<Arc<Client>> {
         let mut current = self.inner.current.subscribe();
         let live = current.wait_for(Current::settled).await;
-        let client = live.map_err(|_| Error::Closed)?.client();
-        client
+        match live {
+            Ok(live) => live.client(),
+            Err(_) => Err(Error::Closed),
+        }
     }
 }
