@@ -93,7 +93,7 @@ impl Ticket {
     }
 
     /// Whether leaving now must signal the successor: an exclusive contender that is first,
-    /// whether it entered first or not (see [`HandOff::taken`]).
+    /// whether it entered first or not (see [`Heard::Taken`]).
     fn signals(&self) -> bool {
         self.blockers.signals(self.is_first())
     }
@@ -174,7 +174,9 @@ impl Ticket {
     /// the protocol's "Waiting and hand-off" (the queue's module doc). Behind a blocker it
     /// arms the hand-off's watches ([`HandOff::arm`]), hears what the servers send
     /// ([`HandOff::hear`]), and once the blocker is gone holds on what was heard
-    /// ([`HandOff::taken`]) or asks the servers once ([`ask`](Self::ask)).
+    /// ([`Heard::Taken`]) or asks the servers once ([`ask`](Self::ask)). A contender that
+    /// is first already is told so by its caller without this wait
+    /// ([`Queue::acquire`](super::Queue::acquire)).
     ///
     /// # Notable errors
     /// * [`Error::Closed`] if the session was closed, at once, even with the connection
@@ -186,14 +188,6 @@ impl Ticket {
     /// # Cancel safety
     /// Cancel safe: the contender keeps its place and the hand-off's watches.
     pub(crate) async fn wait_first(&mut self, wait: Wait) -> Result<Turn> {
-        // First already (as most entries are): what the wait below would say at its first
-        // look, without registering for the close.
-        if self.is_first() {
-            return match self.session.is_closed() {
-                true => self.failed(Error::Closed),
-                false => Ok(Turn::First),
-            };
-        }
         let session = self.session.clone();
         let first = async {
             loop {
@@ -201,7 +195,8 @@ impl Ticket {
                     Place::First => return Ok(Turn::First),
                     Place::Crowded => {
                         // Boxed, here and below: what runs after a wake-up takes no room
-                        // while waiting.
+                        // while waiting (`lock()`: 648 bytes; 976 with this one unboxed,
+                        // 3,208 with the arming, 1,072 with the asking).
                         if !Box::pin(self.thinned()).await? {
                             return Ok(self.evicted());
                         }
@@ -225,11 +220,10 @@ impl Ticket {
                 drop(client);
                 // Not boxed: hearing keeps only references while it waits.
                 let heard = handoff.hear(&self.client, blocker).await;
-                let taken = handoff.taken();
                 self.handoff = Some(handoff);
                 let placed = match heard? {
                     Heard::OwnDeleted => false,
-                    Heard::BlockerGone if taken => {
+                    Heard::Taken => {
                         debug!(node = %self.node, "blocker gone; first, as heard without a request");
                         self.place = Place::First;
                         true

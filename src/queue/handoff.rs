@@ -63,7 +63,11 @@ enum Sent {
 pub(super) enum Heard {
     /// Our own node was deleted.
     OwnDeleted,
-    /// The blocker is gone (deleted, or not there when its watch was set).
+    /// The blocker is gone (deleted, or not there when its watch was set), and what was
+    /// heard before says that we are first with our own node there: we hold without a
+    /// request.
+    Taken,
+    /// The blocker is gone, and what was heard does not say that we hold: ask.
     BlockerGone,
 }
 
@@ -146,8 +150,10 @@ impl HandOff {
 
     /// Waits until the blocker at `blocker` is gone or our own node is deleted, hearing
     /// everything about our own node, the signal and the connection in the order the
-    /// servers sent it, and records what it says (see [`taken`](Self::taken)). A write
-    /// into the blocker is someone's write, not a departure: it is watched again.
+    /// servers sent it, and records what it says. A write into the blocker is someone's
+    /// write, not a departure: it is watched again. Once the blocker is gone, what was
+    /// heard before decides whether we hold without a request (the rule:
+    /// [`decide::taken`]).
     ///
     /// zookeeper-client hands one session's notifications to their watchers in the order
     /// the servers sent them, so when the blocker's notification is ready, every earlier
@@ -167,11 +173,11 @@ impl HandOff {
             let event = match std::future::poll_fn(|cx| self.poll_heard(cx)).await {
                 Sent::Blocker(event) => event,
                 Sent::OwnDeleted => return Ok(Heard::OwnDeleted),
-                Sent::BlockerGone => return Ok(Heard::BlockerGone),
+                Sent::BlockerGone => break,
             };
             self.blocker = None;
             match event.event_type {
-                EventType::NodeDeleted => return Ok(Heard::BlockerGone),
+                EventType::NodeDeleted => break,
                 EventType::Session => return Err(terminal(event.session_state)),
                 other => debug!(%blocker, ?other, "blocker changed but may be there"),
             }
@@ -179,9 +185,15 @@ impl HandOff {
             // session ends the wait before this is reached).
             let client = client.upgrade().ok_or(Error::SessionExpired)?;
             // Boxed: a write into the blocker is rare, and takes room only while it is
-            // watched again.
+            // watched again (`lock()`: 648 bytes, 1,040 unboxed).
             self.blocker = Box::pin(watch_blocker(&client, blocker)).await?;
         }
+        let taken = decide::taken(!self.reconnected, self.own.is_some(), self.signalled);
+        debug!(?self, taken, "blocker gone; what was heard");
+        Ok(match taken {
+            true => Heard::Taken,
+            false => Heard::BlockerGone,
+        })
     }
 
     /// One look at what the servers sent, in the order they sent it: a blocker that is
@@ -206,14 +218,6 @@ impl HandOff {
             self.reconnected = self.states.as_mut().is_some_and(changed);
         }
         watch.as_mut().poll(cx).map(Sent::Blocker)
-    }
-
-    /// Once the blocker's deletion was heard: whether what was heard before it says that
-    /// we are first with our own node there (the rule: [`decide::taken`]).
-    pub(super) fn taken(&self) -> bool {
-        let taken = decide::taken(!self.reconnected, self.own.is_some(), self.signalled);
-        debug!(?self, taken, "blocker gone; what was heard");
-        taken
     }
 
     /// The watch on our own node, if it is still set.

@@ -60,11 +60,15 @@
 //! request in the common case and one otherwise, at any queue length, and a contender
 //! reports holding only while its own node is known to exist.
 //!
-//! The steps, by name: [`Queue::acquire`] (every recipe) → [`Queue::enter`] (the session's
-//! `ready`, then `create`: create ‖ list, placed by `Place::of`) → [`Ticket::wait_first`]:
-//! `HandOff::arm` (blocker, own node, signal), `HandOff::hear`, then `HandOff::taken` or,
-//! when what was heard does not say, `Ticket::ask` (own node, or a listing) → first; the
-//! recipe then starts its hold (`Holding::start`, in the hold core).
+//! The steps, by name: [`Queue::acquire`] (every recipe) → [`Queue::enter`]: the session's
+//! `ready` (an entry permit, the live session, its connection: one body), then `create`
+//! (create ‖ list, placed by `Place::of`) → [`Ticket::wait_first`], unless the entry
+//! placed it first: `HandOff::arm` (blocker, own node, signal), `HandOff::hear`, which
+//! ends on `Heard::Taken` (held on what was heard: `decide::taken`) or, when what was
+//! heard does not say, `Ticket::ask` (own node, or a listing) → first; the recipe then
+//! starts its hold (`Holding::start`, in the hold core). The session's close and the
+//! caller's deadline end a wait beside these steps (a `select!` arm each:
+//! `Session::closed`, `Wait::passed`, `Wait::cut_off`), never as a frame around them.
 //!
 //! The rule is model-checked: `model` (test only) models this protocol — contenders,
 //! servers with one ordered notification queue per session, multis, connection loss and
@@ -104,15 +108,7 @@ mod leaving;
 mod model;
 mod order;
 
-use std::future::Future;
-use std::pin::Pin;
-use std::time::{Duration, Instant};
-
-use zookeeper_client::Client;
-
-use crate::error::Result;
-use crate::session::disconnected;
-
+pub(crate) use crate::session::Wait;
 pub(crate) use contender::{Ticket, Turn};
 pub(crate) use decide::{is_writer, sort_contenders, Blockers};
 pub(crate) use entering::Queue;
@@ -132,74 +128,4 @@ pub(crate) struct Listed {
     pub(crate) name: String,
     pub(crate) data: Option<Vec<u8>>,
     pub(crate) token: u64,
-}
-
-/// How long an acquisition may wait.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Wait {
-    /// Not at all: a contender that is not first gives up at once, and nothing waits for a
-    /// connection.
-    Never,
-    /// Until this instant.
-    Until(Instant),
-    /// As long as it takes.
-    Forever,
-}
-
-impl Wait {
-    /// At most `timeout` from now; a deadline too far to represent is no deadline.
-    pub(crate) fn at_most(timeout: Duration) -> Wait {
-        Instant::now()
-            .checked_add(timeout)
-            .map_or(Wait::Forever, Wait::Until)
-    }
-
-    pub(crate) fn is_never(self) -> bool {
-        matches!(self, Wait::Never)
-    }
-
-    /// Resolves when the deadline passes; never without one. The timer is boxed, so that
-    /// a wait without a deadline does not carry it.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn passed(self) {
-        match self {
-            Wait::Until(deadline) => Box::pin(tokio::time::sleep_until(deadline.into())).await,
-            Wait::Never | Wait::Forever => std::future::pending().await,
-        }
-    }
-
-    /// Runs `work` while the connection of `client` is up, or until the deadline, if any;
-    /// `Ok(None)` if the deadline passed with the connection down. Requests that the servers
-    /// are answering are never cut short: a deadline that has passed already still lets one
-    /// attempt finish.
-    pub(crate) async fn bound_while_connected<T>(
-        self,
-        client: &Client,
-        work: Pin<&mut impl Future<Output = Result<T>>>,
-    ) -> Result<Option<T>> {
-        let cut_off = async {
-            self.passed().await;
-            disconnected(client).await;
-        };
-        tokio::select! {
-            biased;
-            done = work => done.map(Some),
-            () = cut_off => Ok(None),
-        }
-    }
-
-    /// Runs `work` until the deadline, if any; `Ok(None)` if it passed first. `work` comes
-    /// pinned by the caller: a future passed by value would be stored twice while it runs.
-    pub(crate) async fn bound<T>(
-        self,
-        work: Pin<&mut impl Future<Output = Result<T>>>,
-    ) -> Result<Option<T>> {
-        tokio::select! {
-            biased;
-            done = work => done.map(Some),
-            () = self.passed() => Ok(None),
-        }
-    }
 }

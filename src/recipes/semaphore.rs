@@ -3,7 +3,6 @@
 //! At most so many leases at a time across every process, session and task that acquires
 //! on the same path; acquirers are served in order of arrival.
 
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -221,22 +220,20 @@ impl Semaphore {
 
     /// Inside the gate: checks the maximum, waits for few enough leases, records it.
     async fn lease(&self, wait: Wait) -> Result<Option<Holding>> {
-        let client = match wait {
-            Wait::Never => self.session.connected()?,
-            Wait::Until(_) | Wait::Forever => {
-                let live = pin!(self.session.live_connected());
-                match wait.bound(live).await? {
-                    Some(client) => client,
-                    None => return Ok(None),
-                }
-            }
+        // The entry permit of the leases' root is held over the check, as an entry holds it
+        // over its create and listing: a burst of acquirers reads the record a bounded
+        // number at a time. Given back before the lease enters.
+        let Some((permit, client)) = self.session.ready(self.leases.root_hash(), wait).await?
+        else {
+            return Ok(None);
         };
         // The deadline never cuts a read the servers are answering.
-        let unrecorded = {
-            let checked = pin!(self.check(&client, 0));
-            wait.bound_while_connected(&client, checked).await?
+        let unrecorded = tokio::select! {
+            biased;
+            checked = self.check(&client, 0) => checked.map(Some)?,
+            () = wait.cut_off(&client) => None,
         };
-        drop(client);
+        drop((permit, client));
         let Some(unrecorded) = unrecorded else {
             return Ok(None);
         };

@@ -54,14 +54,22 @@ pub(crate) fn gone_after(timeout: Duration) -> Duration {
 pub(crate) async fn reconnected(client: &Client) -> Result<()> {
     let mut states = client.state_watcher();
     let mut state = states.state();
-    loop {
-        match state {
-            SessionState::SyncConnected => return Ok(()),
-            SessionState::Disconnected | SessionState::ConnectedReadOnly => {
-                state = states.changed().await
-            }
-            ended => return Err(terminal(ended)),
-        }
+    while connecting(state)? {
+        state = states.changed().await;
+    }
+    Ok(())
+}
+
+/// Whether a connection in `state` is still to be waited for (down, or read-only);
+/// `false` once connected.
+///
+/// # Notable errors
+/// * [`Error::SessionExpired`] or [`Error::Closed`] if its session ended.
+pub(crate) fn connecting(state: SessionState) -> Result<bool> {
+    match state {
+        SessionState::SyncConnected => Ok(false),
+        SessionState::Disconnected | SessionState::ConnectedReadOnly => Ok(true),
+        ended => Err(terminal(ended)),
     }
 }
 

@@ -17,6 +17,7 @@ mod probe;
 mod roots;
 #[cfg(feature = "tls")]
 mod tls;
+mod wait;
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock, Weak};
@@ -34,11 +35,13 @@ use nodelay::Servers;
 pub(crate) use apart::Apart;
 pub use builder::SessionBuilder;
 pub(crate) use connection::{
-    connected_now, connection_lost, disconnected, gone_after, reconnected, retry, terminal,
+    connected_now, connecting, connection_lost, disconnected, gone_after, reconnected, retry,
+    terminal,
 };
 pub(crate) use deferrals::Due;
 pub use events::{CloseReason, Closing, SessionEvent};
 pub(crate) use roots::{root_hash, KnownRoots};
+pub(crate) use wait::Wait;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
@@ -159,6 +162,29 @@ enum Current {
     Live(Arc<Client>),
     Renewing,
     Closed,
+}
+
+impl Current {
+    /// Whether a wait for the live client ends here: a live client that has not ended (one
+    /// that has just ended is replaced as soon as the keeper sees it), or the close.
+    fn settled(&self) -> bool {
+        match self {
+            Current::Live(client) => !client.state().is_terminated(),
+            Current::Renewing => false,
+            Current::Closed => true,
+        }
+    }
+
+    /// The live client.
+    ///
+    /// # Notable errors
+    /// * [`Error::Closed`] unless there is one (after the close).
+    fn client(&self) -> Result<Arc<Client>> {
+        match self {
+            Current::Live(client) => Ok(client.clone()),
+            Current::Renewing | Current::Closed => Err(Error::Closed),
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -445,54 +471,54 @@ impl Session {
     }
 
     /// A permit to enter the queue under the root of hash `root` ([`root_hash`]; waited for
-    /// while a bounded number of
-    /// entries on that root are under way, see [`permits`]) and the client of the live
-    /// session once it is connected. The entry gives the permit back once its create and
-    /// listing are answered.
+    /// while a bounded number of entries on that root are under way, see [`permits`]) and
+    /// the client of the live session once it is connected (waiting while a new session is
+    /// being made and while the connection is down), within `wait`; `None` if its deadline
+    /// passed first. With [`Wait::Never`] nothing waits for a connection: the client must be
+    /// connected now, and the permit is waited for only while it stays so (creates sent on
+    /// a cut connection keep their permits until it is back). The entry gives the permit
+    /// back once its create and listing are answered.
+    ///
+    /// The entry's one step on the session: the permit, the live session and its
+    /// connection are waited for here, in one body.
     ///
     /// # Notable errors
     /// * [`Error::Closed`] if the session was closed.
     /// * [`Error::SessionExpired`] if the live session ended as it connected.
+    /// * With [`Wait::Never`]: [`Error::Disconnected`] if the connection is down, or goes
+    ///   down meanwhile; [`Error::Renewing`] while a new session is being made.
     ///
     /// # Cancel safety
     /// Cancel safe: permits are handed out in order, and a dropped wait takes none.
-    pub(crate) async fn ready(&self, root: u64) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
-        let permit = self.inner.entries.permit(root).await.ok_or(Error::Closed)?;
-        Ok((permit, self.live_connected().await?))
-    }
-
-    /// The client of the live session once it is connected, waiting while a new session is
-    /// being made and while the connection is down.
-    ///
-    /// # Notable errors
-    /// * [`Error::Closed`] after [`close`](Self::close).
-    /// * [`Error::SessionExpired`] if the live session ended as it connected.
-    ///
-    /// # Cancel safety
-    /// Cancel safe; wrap it in the caller's own bound.
-    pub(crate) async fn live_connected(&self) -> Result<Arc<Client>> {
-        let client = self.live().await?;
-        reconnected(&client).await?;
-        Ok(client)
-    }
-
-    /// A permit to enter the queue under the root of hash `root` ([`root_hash`]) and the
-    /// live client, without waiting for a
-    /// connection: the client must be connected now, and a permit is waited for only while
-    /// it stays so (creates sent on a cut connection keep their permits until it is back).
-    ///
-    /// # Notable errors
-    /// * [`Error::Disconnected`] if the connection is down, or goes down meanwhile.
-    /// * [`Error::Renewing`] while a new session is being made.
-    /// * [`Error::Closed`] if the session was closed.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub(crate) async fn ready_now(&self, root: u64) -> Result<(SemaphorePermit<'_>, Arc<Client>)> {
-        let client = self.connected()?;
+    pub(crate) async fn ready(
+        &self,
+        root: u64,
+        wait: Wait,
+    ) -> Result<Option<(SemaphorePermit<'_>, Arc<Client>)>> {
+        let permits = self.inner.entries.stripe(root);
+        if wait.is_never() {
+            let client = self.connected()?;
+            return tokio::select! {
+                permit = permits.acquire() => Ok(Some((permit.map_err(|_| Error::Closed)?, client))),
+                () = disconnected(&client) => Err(Error::Disconnected),
+            };
+        }
+        let ready = async {
+            let permit = permits.acquire().await.map_err(|_| Error::Closed)?;
+            let mut current = self.inner.current.subscribe();
+            let live = current.wait_for(Current::settled).await;
+            let client = live.map_err(|_| Error::Closed)?.client()?;
+            let mut states = client.state_watcher();
+            let mut state = states.state();
+            while connecting(state)? {
+                state = states.changed().await;
+            }
+            Ok((permit, client))
+        };
         tokio::select! {
-            permit = self.inner.entries.permit(root) => Ok((permit.ok_or(Error::Closed)?, client)),
-            () = disconnected(&client) => Err(Error::Disconnected),
+            biased;
+            ready = ready => ready.map(Some),
+            () = wait.passed() => Ok(None),
         }
     }
 
@@ -525,18 +551,10 @@ impl Session {
     /// Cancel safe; wrap it in the caller's own bound.
     pub(crate) async fn live(&self) -> Result<Arc<Client>> {
         let mut current = self.inner.current.subscribe();
-        let state = current
-            .wait_for(|state| match state {
-                // A client that has just ended is replaced as soon as the keeper sees it.
-                Current::Live(client) => !client.state().is_terminated(),
-                Current::Renewing => false,
-                Current::Closed => true,
-            })
-            .await
-            .map_err(|_| Error::Closed)?;
-        match &*state {
-            Current::Live(client) => Ok(client.clone()),
-            Current::Renewing | Current::Closed => Err(Error::Closed),
+        let live = current.wait_for(Current::settled).await;
+        match live {
+            Ok(live) => live.client(),
+            Err(_) => Err(Error::Closed),
         }
     }
 }

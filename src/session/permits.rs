@@ -14,7 +14,7 @@
 //! holds for every root: names listed at once stay below `PER_ROOT` × the queued
 //! contenders, as with one group for the whole session.
 
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::Semaphore;
 
 /// Entries one root has in flight on a session at most; sixteen keep the server's pipeline
 /// full.
@@ -36,22 +36,16 @@ impl EntryPermits {
         }
     }
 
-    /// A permit to enter the queue under the root of hash `root`
-    /// ([`root_hash`](super::roots::root_hash)), waited for while [`PER_ROOT`] entries of
-    /// its stripe are under way; `None` once [`close`](Self::close)d.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: permits are handed out in order, and a dropped wait takes none.
-    pub(crate) async fn permit(&self, root: u64) -> Option<SemaphorePermit<'_>> {
-        self.stripe(root).acquire().await.ok()
-    }
-
     /// No more permits: waits end, and later ones fail at once.
     pub(crate) fn close(&self) {
         self.stripes.iter().for_each(Semaphore::close);
     }
 
-    fn stripe(&self, root: u64) -> &Semaphore {
+    /// The permits of the root of hash `root` ([`root_hash`](super::roots::root_hash)):
+    /// an entry acquires one, waiting while [`PER_ROOT`] entries of its stripe are under
+    /// way (in order: a dropped wait takes none); acquiring fails once
+    /// [`close`](Self::close)d.
+    pub(crate) fn stripe(&self, root: u64) -> &Semaphore {
         // The remainder is below STRIPES: it fits.
         let i = usize::try_from(root % STRIPES as u64).unwrap_or_default();
         &self.stripes[i]
@@ -63,6 +57,8 @@ mod tests {
     use std::future::Future;
     use std::pin::{pin, Pin};
     use std::task::{Context, Poll, Waker};
+
+    use tokio::sync::SemaphorePermit;
 
     use super::super::roots::root_hash;
     use super::*;
@@ -76,8 +72,8 @@ mod tests {
     fn fill<'t>(turns: &'t EntryPermits, root: &str) -> Vec<SemaphorePermit<'t>> {
         (0..PER_ROOT)
             .map(
-                |_| match poll(Box::pin(turns.permit(root_hash(root))).as_mut()) {
-                    Poll::Ready(Some(permit)) => permit,
+                |_| match poll(Box::pin(turns.stripe(root_hash(root)).acquire()).as_mut()) {
+                    Poll::Ready(Ok(permit)) => permit,
                     other => panic!("turn on {root}: {other:?}"),
                 },
             )
@@ -88,7 +84,7 @@ mod tests {
     fn a_burst_on_one_root_has_at_most_per_root_entries_in_flight() {
         let turns = EntryPermits::new();
         let held = fill(&turns, "/locks/one");
-        let mut next = pin!(turns.permit(root_hash("/locks/one")));
+        let mut next = pin!(turns.stripe(root_hash("/locks/one")).acquire());
         assert!(
             poll(next.as_mut()).is_pending(),
             "one entry too many went ahead"
@@ -109,7 +105,7 @@ mod tests {
             .map(|k| format!("/locks/jobs/k{k}"))
             .find(|root| !std::ptr::eq(turns.stripe(root_hash(root)), busy))
             .unwrap_or_default();
-        let mut turn = pin!(turns.permit(root_hash(&other)));
+        let mut turn = pin!(turns.stripe(root_hash(&other)).acquire());
         assert!(
             poll(turn.as_mut()).is_ready(),
             "an entry on another root waited"
@@ -120,7 +116,7 @@ mod tests {
     fn closed_turns_end_waits() {
         let turns = EntryPermits::new();
         turns.close();
-        let mut turn = pin!(turns.permit(root_hash("/locks/one")));
-        assert!(matches!(poll(turn.as_mut()), Poll::Ready(None)));
+        let mut turn = pin!(turns.stripe(root_hash("/locks/one")).acquire());
+        assert!(matches!(poll(turn.as_mut()), Poll::Ready(Err(_))));
     }
 }

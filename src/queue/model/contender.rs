@@ -353,7 +353,7 @@ impl World {
     }
 
     /// Places contender `c` of ours by a listing `live` made after its create, as
-    /// `Place::of` does (`Creating::contender`, `Ticket::ask`); a lease waiting for
+    /// `Place::of` does (`Queue::create`, `Ticket::ask`); a lease waiting for
     /// a crowded root to thin out, as `Ticket::thinned` does.
     fn placed(&mut self, c: usize, live: u32, cfg: &Config) {
         if cfg.kinds[c] == Kind::Foreign {
@@ -438,7 +438,7 @@ impl World {
     /// The blocker of waiter `c` is gone and every reply to its arming is in: hold on what
     /// was heard, or fall back to one request.
     fn decide(&mut self, c: usize, waiting: Waiting, cfg: &Config) {
-        // `HandOff::taken`; a known-bad variant changes what it is told.
+        // `HandOff::hear` (`decide::taken`); a known-bad variant changes what it is told.
         let same = !waiting.connection_changed;
         let own_watched = waiting.own_set && !waiting.own_spent;
         let signal = waiting.signal;

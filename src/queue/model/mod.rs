@@ -76,11 +76,11 @@
 //!
 //! | decision | function | the code calls it in | the model calls it in |
 //! | --- | --- | --- | --- |
-//! | order: sequence numbers, as serial numbers across the wrap | `sequence`, `Place::of` | `Creating::contender`, `Ticket::ask` | `World::placed` |
-//! | own node in a listing; who blocks; whether the blocker was first; crowded | `Place::of` (`listed`, `Blockers::blocks`, `Blockers::crowded`) | `Creating::contender`, `Ticket::ask` | `World::placed` |
+//! | order: sequence numbers, as serial numbers across the wrap | `sequence`, `Place::of` | `Queue::create`, `Ticket::ask` | `World::placed` |
+//! | own node in a listing; who blocks; whether the blocker was first; crowded | `Place::of` (`listed`, `Blockers::blocks`, `Blockers::crowded`) | `Queue::create`, `Ticket::ask` | `World::placed` |
 //! | a crowded root thinned out | `listed`, `Blockers::crowded` | `Ticket::thinned` | `World::placed` (`Phase::Crowded`) |
 //! | whether the blocker's signal is watched | `Blockers::signalled_by` | `Ticket::wait_first` | `World::placed` |
-//! | held without a request | `taken` | `HandOff::taken` | `World::decide` (a known-bad variant changes what it is told) |
+//! | held without a request | `taken` | `HandOff::hear` | `World::decide` (a known-bad variant changes what it is told) |
 //! | whether leaving signals | `Blockers::signals` | `Ticket::leave` | `World::leave` |
 //! | a create's node found by its uuid | `find_own` | `Creating::recover` | `World::replied` (`Entering { recovering }`) |
 //! | who blocks a recipe's contender | `Blockers::EVERY`, `READER`, `WRITER` (`is_writer`), `Crowd` | `Mutex`, `RwLock`, `Semaphore` | `Config::blockers` |
@@ -96,7 +96,7 @@
 //! | `World::enter`: create and list sent back to back | `Queue::enter`, `Queue::create` |
 //! | `World::placed`, arming: blocker's data watch, own exists watch, signal exists watch | `Ticket::wait_first`, `HandOff::arm` (the blocker's data watch with the others; its state watcher is the connection generation) |
 //! | `World::deliver`, `World::heard`: one message at a time; a write into the blocker watches it again | `HandOff::hear` (`poll_heard` looks at the own node, the signal, the connection and the blocker, in that order; it watches a blocker written into again) |
-//! | `World::decide`, not held: exists of the own node behind a blocker that was first (`Phase::Checking { list: false }`), else list and place again | `Ticket::wait_first` (`Heard::BlockerGone`, not taken): `Ticket::ask` |
+//! | `World::decide`, not held: exists of the own node behind a blocker that was first (`Phase::Checking { list: false }`), else list and place again | `Ticket::wait_first` (`Heard::BlockerGone`): `Ticket::ask` |
 //! | `World::evicted`: enter again at the end | `Ticket::evicted`, `Turn::Evicted` in `Queue::acquire` |
 //! | `World::hold`: trusted; the own node watched (the waiting watch kept if unspent) | `Holding::start` in the hold core (`Ticket::take_own_watch`, `NodeWatch`) |
 //! | `Holding { trusted: false }`: own node deleted, connection lost, session expired | `Watching::lost` (`Watching::node_lost`, `connection_lost`) |
