@@ -15,6 +15,7 @@ mod paths;
 mod permits;
 mod probe;
 mod roots;
+mod state;
 #[cfg(feature = "tls")]
 mod tls;
 mod wait;
@@ -31,6 +32,7 @@ use zookeeper_client::Client;
 use dialer::Dialer;
 use keeper::{keep, Abandoned};
 use nodelay::Servers;
+use state::{Current, Inner};
 
 pub(crate) use apart::Apart;
 pub use builder::SessionBuilder;
@@ -45,7 +47,6 @@ pub(crate) use wait::Wait;
 
 use crate::acl::NodeAcl;
 use crate::error::{Error, Result};
-use crate::loss::Loss;
 use crate::metrics;
 pub(crate) use liveness::Liveness;
 
@@ -100,99 +101,6 @@ pub(crate) use liveness::Liveness;
 #[derive(Clone, Debug)]
 pub struct Session {
     inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    builder: SessionBuilder,
-    /// Makes the new session after expiry, with the same credentials and TLS settings.
-    dialer: Dialer,
-    /// Makes sessions apart with the same settings (see [`apart`]).
-    apart: Apart,
-    current: watch::Sender<Current>,
-    events: watch::Sender<SessionEvent>,
-    keeper: std::sync::Mutex<Option<JoinHandle<()>>>,
-    /// Permits to enter a queue: a bounded number at once per root.
-    entries: permits::EntryPermits,
-    /// Roots it, or another session to the same servers, entered a queue under lately
-    /// (see [`roots`]).
-    roots: Arc<KnownRoots>,
-    /// Why the session ended for good; the first reason stays.
-    close_reason: OnceLock<CloseReason>,
-    /// What the servers confirmed of the live session (see [`Liveness`]).
-    liveness: std::sync::Mutex<Arc<Liveness>>,
-    /// The runtime the session was made on, whose tasks run its client: removals of nodes
-    /// run there, even when their owner is dropped outside any runtime.
-    runtime: tokio::runtime::Handle,
-    /// Work its holds put off (see [`deferrals`]).
-    deferrals: Arc<deferrals::Deferrals>,
-    /// Notified once `current` is [`Current::Closed`] (see [`Session::closed`]).
-    closes: Notify,
-}
-
-impl Inner {
-    /// Ends the session for good because of `reason` (unless it ended already): no client
-    /// any more, [`SessionEvent::Closed`], no more permits to enter a queue.
-    fn end(&self, reason: CloseReason) {
-        let _ = self.close_reason.set(reason);
-        // Every hold of the session is lost before anything else is done about it.
-        if let Ok(liveness) = self.liveness.lock() {
-            liveness.end(liveness.epoch(), Loss::Closed);
-        }
-        self.current.send_replace(Current::Closed);
-        self.closes.notify_waiters();
-        self.publish(SessionEvent::Closed);
-        self.entries.close();
-    }
-
-    /// Publishes `event` (and counts the session's new state, see [`metrics`](crate::metrics)).
-    fn publish(&self, event: SessionEvent) {
-        let from = self.events.send_replace(event);
-        if from != event {
-            metrics::session_moved(from.state(), event.state());
-        }
-    }
-}
-
-/// The client of the live session, if there is one. This is the only lasting strong
-/// reference to a client inside the crate (recipes keep `Weak` ones), so replacing it
-/// ends the ZooKeeper session once requests in flight are answered.
-#[derive(Clone, Debug)]
-enum Current {
-    Live(Arc<Client>),
-    Renewing,
-    Closed,
-}
-
-impl Current {
-    /// Whether a wait for the live client ends here: a live client that has not ended (one
-    /// that has just ended is replaced as soon as the keeper sees it), or the close.
-    fn settled(&self) -> bool {
-        match self {
-            Current::Live(client) => !client.state().is_terminated(),
-            Current::Renewing => false,
-            Current::Closed => true,
-        }
-    }
-
-    /// The live client.
-    ///
-    /// # Notable errors
-    /// * [`Error::Closed`] unless there is one (after the close).
-    fn client(&self) -> Result<Arc<Client>> {
-        match self {
-            Current::Live(client) => Ok(client.clone()),
-            Current::Renewing | Current::Closed => Err(Error::Closed),
-        }
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(keeper) = self.keeper.get_mut().ok().and_then(Option::take) {
-            keeper.abort();
-        }
-    }
 }
 
 impl Session {
