@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info_span, warn, Instrument};
 use zookeeper_client::{Client, EventType, OneshotWatcher, SessionState};
 
-use super::trust::{Announce, Publisher, Report, Trust, WatchNow};
+use super::trust::{Announce, LossCell, LossPlace, Publisher, Report, Trust};
 use super::Core;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
@@ -87,9 +87,11 @@ impl Holding {
             .as_ref()
             .is_some_and(|c| c.state() == SessionState::SyncConnected);
         let deferred = matches!(node_watch, NodeWatch::Deferred) && announce.is_none() && connected;
-        let monitoring = Arc::new(Monitoring(Mutex::new(Monitor::Ended)));
-        let awaited = deferred.then(|| Arc::downgrade(&monitoring) as Weak<dyn WatchNow>);
-        let (trust, report) = Trust::new(liveness, awaited);
+        let monitoring = Arc::new(Monitoring {
+            loss: LossCell::default(),
+            monitor: Mutex::new(Monitor::Ended),
+        });
+        let (trust, report) = Trust::new(liveness, monitoring.clone(), deferred);
         let core = Core::new(&mut ticket, trust);
         let kind = ticket.kind();
         let pending = Pending {
@@ -219,32 +221,39 @@ enum Monitor {
     Ended,
 }
 
-/// Where a holding's monitor is; shared with the session's deferrals and the trust (both
-/// weakly), which start it.
-struct Monitoring(Mutex<Monitor>);
+/// Where a holding's monitor is, and where its loss is reported (one allocation per hold);
+/// shared with the trust and with the session's deferrals (weakly), which start the
+/// monitor. A monitor that is pending keeps the trust, and so this, alive: the holding
+/// takes it at its end (or it starts), which breaks that circle.
+struct Monitoring {
+    loss: LossCell,
+    monitor: Mutex<Monitor>,
+}
 
 impl std::fmt::Debug for Monitoring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Monitoring")
+        f.debug_struct("Monitoring")
+            .field("loss", &self.loss)
+            .finish_non_exhaustive()
     }
 }
 
 impl Monitoring {
     fn set(&self, monitor: Monitor) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = monitor;
+        *self.monitor.lock().unwrap_or_else(PoisonError::into_inner) = monitor;
     }
 
     /// Takes what it is, leaving [`Monitor::Ended`].
     fn take(&self) -> Monitor {
         std::mem::replace(
-            &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
+            &mut *self.monitor.lock().unwrap_or_else(PoisonError::into_inner),
             Monitor::Ended,
         )
     }
 
     /// Starts the monitor if it is deferred still.
     fn start(&self) {
-        let mut monitor = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut monitor = self.monitor.lock().unwrap_or_else(PoisonError::into_inner);
         if let Monitor::Pending(_) = &*monitor {
             if let Monitor::Pending(pending) = std::mem::replace(&mut *monitor, Monitor::Ended) {
                 *monitor = Monitor::Running(pending.spawn());
@@ -259,7 +268,11 @@ impl Due for Monitoring {
     }
 }
 
-impl WatchNow for Monitoring {
+impl LossPlace for Monitoring {
+    fn cell(&self) -> &LossCell {
+        &self.loss
+    }
+
     fn watch_now(&self) {
         self.start();
     }
