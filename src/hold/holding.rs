@@ -10,9 +10,10 @@
 //! loss is awaited. A short critical section then costs no task, no timer, no watch.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -24,7 +25,7 @@ use super::Core;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
 use crate::metrics::{self, NodeKind};
-use crate::queue::{armed, Armed, Left, Ticket};
+use crate::queue::{armed, Armed, Left, Removing, Ticket};
 use crate::session::{connection_lost, retry, terminal, Due, Session};
 
 /// How a lock's or a lease's holding watches its node: from the session's deferral on
@@ -170,7 +171,9 @@ impl Holding {
 
     /// Deletes the node, whatever was written into it, and returns once it is gone:
     /// deleted, or gone with its session. A connection that is down is waited for, at most
-    /// until the session would have expired.
+    /// until the session would have expired. The hold ends, and the first delete is sent,
+    /// at the call: what is awaited, [`Releasing`], keeps only the holding and the removal
+    /// (small enough not to be boxed by a guard's `release`).
     ///
     /// # Notable errors
     /// * [`Error::Lost`] if it could no longer be trusted before the release, or its
@@ -181,23 +184,63 @@ impl Holding {
     ///
     /// # Cancel safety
     /// Cancel safe: the removal goes on in the background.
-    pub(crate) async fn release(mut self) -> Result<()> {
+    pub(crate) fn release(mut self) -> Releasing {
         let lost = self.loss();
         self.end();
-        let Some(ticket) = self.ticket.take() else {
-            return Ok(());
+        let leaving = match self.ticket.take() {
+            Some(ticket) if matches!(lost, Some(Loss::SessionExpired | Loss::Closed)) => {
+                ticket.disown();
+                Leaving::Lost
+            }
+            Some(ticket) => Leaving::Removing(ticket.leave()),
+            None => Leaving::Nothing,
         };
-        if matches!(lost, Some(Loss::SessionExpired | Loss::Closed)) {
-            ticket.disown();
-            return Err(self.core.lost_error());
+        Releasing {
+            holding: self,
+            lost,
+            leaving,
         }
-        match (ticket.leave().await?, lost) {
+    }
+}
+
+/// A release under way ([`Holding::release`]): its removal, awaited in place, and the
+/// holding, dropped once it is done. Dropped before, the removal goes on in the background.
+pub(crate) struct Releasing {
+    holding: Holding,
+    /// The loss seen before the release.
+    lost: Option<Loss>,
+    leaving: Leaving,
+}
+
+/// How a released holding leaves.
+enum Leaving {
+    /// It had no node (any longer).
+    Nothing,
+    /// Its node went with its session, or the session was closed: nothing to delete.
+    Lost,
+    Removing(Removing),
+}
+
+impl Future for Releasing {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = &mut *self;
+        let left = match &mut this.leaving {
+            Leaving::Nothing => return Poll::Ready(Ok(())),
+            Leaving::Lost => return Poll::Ready(Err(this.holding.core.lost_error())),
+            Leaving::Removing(removing) => match Pin::new(removing).poll(cx) {
+                Poll::Ready(left) => left,
+                Poll::Pending => return Poll::Pending,
+            },
+        };
+        Poll::Ready(match (left?, self.lost) {
             (Left::Deleted | Left::WithSession, None) => {
-                debug!(node = %self.core.node(), "released");
+                debug!(node = %self.holding.core.node(), "released");
                 Ok(())
             }
-            (Left::AlreadyGone, _) | (_, Some(_)) => Err(self.core.lost_error()),
-        }
+            (Left::AlreadyGone, _) | (_, Some(_)) => Err(self.holding.core.lost_error()),
+        })
     }
 }
 
