@@ -10,21 +10,22 @@
 //! loss is awaited. A short critical section then costs no task, no timer, no watch.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 use tracing::{debug, info_span, warn, Instrument};
 use zookeeper_client::{Client, EventType, OneshotWatcher, SessionState};
 
-use super::trust::{Announce, Publisher, Report, Trust, WatchNow};
+use super::trust::{Announce, LossCell, LossPlace, Publisher, Report, Trust};
 use super::Core;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
 use crate::metrics::{self, NodeKind};
-use crate::queue::{armed, Armed, Left, Ticket};
+use crate::queue::{armed, Armed, Left, Removing, Ticket};
 use crate::session::{connection_lost, retry, terminal, Due, Session};
 
 /// How a lock's or a lease's holding watches its node: from the session's deferral on
@@ -87,9 +88,11 @@ impl Holding {
             .as_ref()
             .is_some_and(|c| c.state() == SessionState::SyncConnected);
         let deferred = matches!(node_watch, NodeWatch::Deferred) && announce.is_none() && connected;
-        let monitoring = Arc::new(Monitoring(Mutex::new(Monitor::Ended)));
-        let awaited = deferred.then(|| Arc::downgrade(&monitoring) as Weak<dyn WatchNow>);
-        let (trust, report) = Trust::new(liveness, awaited);
+        let monitoring = Arc::new(Monitoring {
+            loss: LossCell::default(),
+            monitor: Mutex::new(Monitor::Ended),
+        });
+        let (trust, report) = Trust::new(liveness, monitoring.clone(), deferred);
         let core = Core::new(&mut ticket, trust);
         let kind = ticket.kind();
         let pending = Pending {
@@ -168,7 +171,9 @@ impl Holding {
 
     /// Deletes the node, whatever was written into it, and returns once it is gone:
     /// deleted, or gone with its session. A connection that is down is waited for, at most
-    /// until the session would have expired.
+    /// until the session would have expired. The hold ends, and the first delete is sent,
+    /// at the call: what is awaited, [`Releasing`], keeps only the holding and the removal
+    /// (small enough not to be boxed by a guard's `release`).
     ///
     /// # Notable errors
     /// * [`Error::Lost`] if it could no longer be trusted before the release, or its
@@ -179,23 +184,63 @@ impl Holding {
     ///
     /// # Cancel safety
     /// Cancel safe: the removal goes on in the background.
-    pub(crate) async fn release(mut self) -> Result<()> {
+    pub(crate) fn release(mut self) -> Releasing {
         let lost = self.loss();
         self.end();
-        let Some(ticket) = self.ticket.take() else {
-            return Ok(());
+        let leaving = match self.ticket.take() {
+            Some(ticket) if matches!(lost, Some(Loss::SessionExpired | Loss::Closed)) => {
+                ticket.disown();
+                Leaving::Lost
+            }
+            Some(ticket) => Leaving::Removing(ticket.leave()),
+            None => Leaving::Nothing,
         };
-        if matches!(lost, Some(Loss::SessionExpired | Loss::Closed)) {
-            ticket.disown();
-            return Err(self.core.lost_error());
+        Releasing {
+            holding: self,
+            lost,
+            leaving,
         }
-        match (ticket.leave().await?, lost) {
+    }
+}
+
+/// A release under way ([`Holding::release`]): its removal, awaited in place, and the
+/// holding, dropped once it is done. Dropped before, the removal goes on in the background.
+pub(crate) struct Releasing {
+    holding: Holding,
+    /// The loss seen before the release.
+    lost: Option<Loss>,
+    leaving: Leaving,
+}
+
+/// How a released holding leaves.
+enum Leaving {
+    /// It had no node (any longer).
+    Nothing,
+    /// Its node went with its session, or the session was closed: nothing to delete.
+    Lost,
+    Removing(Removing),
+}
+
+impl Future for Releasing {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = &mut *self;
+        let left = match &mut this.leaving {
+            Leaving::Nothing => return Poll::Ready(Ok(())),
+            Leaving::Lost => return Poll::Ready(Err(this.holding.core.lost_error())),
+            Leaving::Removing(removing) => match Pin::new(removing).poll(cx) {
+                Poll::Ready(left) => left,
+                Poll::Pending => return Poll::Pending,
+            },
+        };
+        Poll::Ready(match (left?, self.lost) {
             (Left::Deleted | Left::WithSession, None) => {
-                debug!(node = %self.core.node(), "released");
+                debug!(node = %self.holding.core.node(), "released");
                 Ok(())
             }
-            (Left::AlreadyGone, _) | (_, Some(_)) => Err(self.core.lost_error()),
-        }
+            (Left::AlreadyGone, _) | (_, Some(_)) => Err(self.holding.core.lost_error()),
+        })
     }
 }
 
@@ -219,32 +264,39 @@ enum Monitor {
     Ended,
 }
 
-/// Where a holding's monitor is; shared with the session's deferrals and the trust (both
-/// weakly), which start it.
-struct Monitoring(Mutex<Monitor>);
+/// Where a holding's monitor is, and where its loss is reported (one allocation per hold);
+/// shared with the trust and with the session's deferrals (weakly), which start the
+/// monitor. A monitor that is pending keeps the trust, and so this, alive: the holding
+/// takes it at its end (or it starts), which breaks that circle.
+struct Monitoring {
+    loss: LossCell,
+    monitor: Mutex<Monitor>,
+}
 
 impl std::fmt::Debug for Monitoring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Monitoring")
+        f.debug_struct("Monitoring")
+            .field("loss", &self.loss)
+            .finish_non_exhaustive()
     }
 }
 
 impl Monitoring {
     fn set(&self, monitor: Monitor) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = monitor;
+        *self.monitor.lock().unwrap_or_else(PoisonError::into_inner) = monitor;
     }
 
     /// Takes what it is, leaving [`Monitor::Ended`].
     fn take(&self) -> Monitor {
         std::mem::replace(
-            &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
+            &mut *self.monitor.lock().unwrap_or_else(PoisonError::into_inner),
             Monitor::Ended,
         )
     }
 
     /// Starts the monitor if it is deferred still.
     fn start(&self) {
-        let mut monitor = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut monitor = self.monitor.lock().unwrap_or_else(PoisonError::into_inner);
         if let Monitor::Pending(_) = &*monitor {
             if let Monitor::Pending(pending) = std::mem::replace(&mut *monitor, Monitor::Ended) {
                 *monitor = Monitor::Running(pending.spawn());
@@ -259,7 +311,11 @@ impl Due for Monitoring {
     }
 }
 
-impl WatchNow for Monitoring {
+impl LossPlace for Monitoring {
+    fn cell(&self) -> &LossCell {
+        &self.loss
+    }
+
     fn watch_now(&self) {
         self.start();
     }

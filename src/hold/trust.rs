@@ -10,7 +10,7 @@
 //! a holder from learning it.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 
 use tokio::sync::Notify;
@@ -22,10 +22,11 @@ use crate::session::Liveness;
 /// and leaderships.
 #[derive(Clone, Debug)]
 pub(crate) struct Trust {
-    loss: Arc<LossCell>,
-    /// Told when someone awaits the loss: the node is watched from then on at once. `None`
-    /// (or gone): the node is watched already, or the hold is over.
-    awaited: Option<Weak<dyn WatchNow>>,
+    /// Where the loss is reported, with what starts watching the node.
+    loss: Arc<dyn LossPlace>,
+    /// Whether awaiting the loss starts watching the node at once ([`LossPlace::watch_now`]);
+    /// `false`: the node is watched already.
+    awaited: bool,
     /// What the servers confirmed of the session, and the epoch the hold began in; `None`
     /// if its session had already ended.
     confirmed: Option<(Arc<Liveness>, u64)>,
@@ -33,13 +34,13 @@ pub(crate) struct Trust {
 
 impl Trust {
     /// The trust of a hold made now on the session `liveness` is about (`None`: a session
-    /// that ended), and where its loss is reported; `awaited` is told when its loss is
-    /// first awaited.
+    /// that ended), whose loss is reported at `loss`; if `awaited`, `loss` is told to watch
+    /// the node once its loss is awaited.
     pub(crate) fn new(
         liveness: Option<Arc<Liveness>>,
-        awaited: Option<Weak<dyn WatchNow>>,
+        loss: Arc<dyn LossPlace>,
+        awaited: bool,
     ) -> (Trust, Report) {
-        let loss = Arc::new(LossCell::default());
         let confirmed = liveness.map(|liveness| {
             let epoch = liveness.epoch();
             (liveness, epoch)
@@ -61,7 +62,7 @@ impl Trust {
     /// The loss seen so far, if any: once the session is no longer confirmed, the cause
     /// that ended the hold's epoch ([`Loss::Lapsed`] if the clock did).
     pub(crate) fn loss(&self) -> Option<Loss> {
-        let seen = *self.loss.seen();
+        let seen = *self.loss.cell().seen();
         seen.or_else(|| match &self.confirmed {
             Some((liveness, epoch)) if liveness.trusts(*epoch) => None,
             Some((liveness, epoch)) => Some(liveness.end(*epoch, Loss::Lapsed)),
@@ -84,12 +85,12 @@ impl Trust {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn lost(&self) -> Loss {
-        if let Some(awaited) = self.awaited.as_ref().and_then(Weak::upgrade) {
-            awaited.watch_now();
+        if self.awaited {
+            self.loss.watch_now();
         }
         tokio::select! {
             biased;
-            seen = self.loss.reported() => seen,
+            seen = self.loss.cell().reported() => seen,
             loss = self.lapsed() => loss,
         }
     }
@@ -113,7 +114,7 @@ impl Trust {
     /// of the hold is published (and so before whatever follows it, the node's delete) or
     /// not at all.
     pub(crate) fn unless_settled<T>(&self, send: impl FnOnce() -> T) -> Option<T> {
-        let seen = self.loss.seen();
+        let seen = self.loss.cell().seen();
         match *seen {
             Some(_) => None,
             None => Some(send()),
@@ -126,14 +127,14 @@ impl Trust {
     /// # Cancel safety
     /// Cancel safe.
     pub(crate) async fn settled(&self) {
-        self.loss.reported().await;
+        self.loss.cell().reported().await;
     }
 }
 
 /// Where a hold's loss is reported once, and read: a lock and one `Notify` (a watch
 /// channel's would cost eight notifications per report, and every hold reports once).
 #[derive(Debug, Default)]
-struct LossCell {
+pub(crate) struct LossCell {
     loss: Mutex<Option<Loss>>,
     reported: Notify,
 }
@@ -271,9 +272,12 @@ impl LossSignal {
     }
 }
 
-/// What starts watching a hold's node at once, when its loss is awaited before it is
-/// watched.
-pub(crate) trait WatchNow: Send + Sync {
+/// Where a hold's loss is reported ([`cell`](Self::cell)), kept in one allocation with
+/// what starts watching the hold's node at once when its loss is awaited before it is
+/// watched (the holding's monitor).
+pub(crate) trait LossPlace: Send + Sync + std::fmt::Debug {
+    fn cell(&self) -> &LossCell;
+
     /// Starts watching the node, unless it is watched already or the hold is over; never
     /// waits.
     fn watch_now(&self);
@@ -287,12 +291,12 @@ pub(crate) type Announce = Box<dyn FnOnce() + Send>;
 /// before they let go of it (the holding at its end, the monitor's [`Publisher`] when
 /// dropped), so a wait for the loss never outlives its reporters.
 #[derive(Debug)]
-pub(crate) struct Report(Arc<LossCell>);
+pub(crate) struct Report(Arc<dyn LossPlace>);
 
 impl Report {
     /// Reports `loss` unless a loss was reported already.
     pub(crate) fn publish(&self, loss: Loss) {
-        self.0.report(loss);
+        self.0.cell().report(loss);
     }
 
     /// A publisher for the task that watches the hold; `announce` runs as part of
@@ -319,7 +323,7 @@ pub(crate) struct Publisher {
 impl Publisher {
     /// Whether a loss was published already (the hold ended, or a loss came first).
     pub(crate) fn ended(&self) -> bool {
-        self.report.0.seen().is_some()
+        self.report.0.cell().seen().is_some()
     }
 
     /// Records the loss the watcher saw; it is published when the publisher is dropped.
@@ -330,7 +334,7 @@ impl Publisher {
 
 impl Drop for Publisher {
     fn drop(&mut self) {
-        if self.report.0.seen().is_some() {
+        if self.report.0.cell().seen().is_some() {
             return;
         }
         if let Some(announce) = self.announce.take() {

@@ -16,7 +16,7 @@ use zookeeper_client::{Client, EventType};
 
 use super::decide::{listed, Place};
 use super::handoff::{Armed, HandOff, Heard};
-use super::leaving::{spawn_removal, Left, Removal};
+use super::leaving::{spawn_removal, Removal, Removing};
 use super::{Blockers, Wait};
 use crate::error::{Error, Result};
 use crate::metrics::NodeKind;
@@ -138,21 +138,23 @@ impl Ticket {
         self.armed = false;
     }
 
-    /// Deletes the node, whatever was written into it, and waits until it is gone: deleted
-    /// now, or once the connection is back, or gone with its session. Never fails for a
-    /// connection that is down: the delete is sent again, with back-off, until the node is
-    /// gone or its session is over.
+    /// Starts deleting the node, whatever was written into it (the first delete is sent
+    /// now if the connection is up); the returned [`Removing`] resolves once it is gone:
+    /// deleted now, or once the connection is back, or gone with its session. Never fails
+    /// for a connection that is down: the delete is sent again, with back-off, until the
+    /// node is gone or its session is over. Not an `async fn`: what is awaited keeps
+    /// nothing of the ticket.
     ///
     /// # Notable errors
     /// * [`Error::NoAuth`] if the servers refuse the delete: the node may still be there
     ///   (it goes with the session).
     ///
     /// # Cancel safety
-    /// Cancel safe: the removal goes on in the background.
-    pub(crate) async fn leave(mut self) -> Result<Left> {
+    /// Cancel safe: a dropped [`Removing`] goes on in the background.
+    pub(crate) fn leave(mut self) -> Removing {
         self.armed = false;
         let removal = Removal::Node(std::mem::take(&mut self.node), self.signals());
-        spawn_removal(&self.session, self.client.clone(), removal).await
+        spawn_removal(&self.session, self.client.clone(), removal)
     }
 
     /// Leaves the queue after waiting in vain: waits at most a second for the node to be

@@ -3,6 +3,7 @@
 //! recorded. The rule that decides from it is in the queue's module doc ("Waiting and
 //! hand-off").
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Weak;
@@ -22,6 +23,26 @@ const SIGNAL: &str = ".left-first";
 pub(super) fn signal(node: &str) -> String {
     // One allocation of the exact size (`format!` would grow its string into place).
     [node, SIGNAL].concat()
+}
+
+/// Runs `with` on the path of the signal that the node at `node` left while first, written
+/// into a buffer the thread keeps (no allocation, once the thread has made one).
+pub(super) fn with_signal<T>(node: &str, mut with: impl FnMut(&str) -> T) -> T {
+    thread_local! {
+        static PATH: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+    let reused = PATH.try_with(|path| {
+        let mut path = path.try_borrow_mut().ok()?;
+        path.clear();
+        path.push_str(node);
+        path.push_str(SIGNAL);
+        Some(with(&path))
+    });
+    match reused {
+        Ok(Some(done)) => done,
+        // The thread's buffer is in use, or gone (the thread is ending): a path of its own.
+        _ => with(&signal(node)),
+    }
 }
 
 /// A watch that has been set, waiting for its notification.

@@ -10,8 +10,6 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-use tokio::sync::oneshot::error::TryRecvError;
 use tracing::{debug, debug_span, warn, Instrument};
 use uuid::Uuid;
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError, SessionState};
@@ -92,12 +90,14 @@ async fn remove_signalling(
     client: &Client,
     node: &str,
 ) -> std::result::Result<(), MultiWriteError> {
-    let signal = super::handoff::signal(node);
     // It exists for no one to see: its ACL never matters.
     let options = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
     let mut transaction = client.new_multi_writer();
-    transaction.add_create(&signal, &[], &options)?;
-    transaction.add_delete(&signal, None)?;
+    // Its path is needed only while the operations are written: not kept, not allocated.
+    super::handoff::with_signal(node, |signal| {
+        transaction.add_create(signal, &[], &options)?;
+        transaction.add_delete(signal, None)
+    })?;
     transaction.add_delete(node, None)?;
     transaction.commit().await.map(drop)
 }
@@ -124,32 +124,15 @@ pub(crate) enum Removal {
 /// that is known; the task that awaits it runs the removal, and dropping it before the
 /// removal is done leaves the rest to a task on the session's runtime.
 pub(crate) fn spawn_removal(session: &Session, client: Weak<Client>, removal: Removal) -> Removing {
-    let (settle, settled) = oneshot::channel();
-    let closing = session.clone();
-    let span = debug_span!("zk.queue.remove", ?removal);
-    let pending = PendingRemoval::start();
-    let removing = async move {
-        let _pending = pending;
-        let mut settle = Some(settle);
-        let left = tokio::select! {
-            biased;
-            () = closing.closed() => Ok(Left::WithSession),
-            left = remove_until_gone(client, removal, &mut settle) => left,
-        };
-        // It may run in the caller, maybe a `Drop` while its thread unwinds: an event
-        // then, if the subscriber panics, would abort the process.
-        match &left {
-            _ if std::thread::panicking() => {}
-            Ok(left) => debug!(?left, "removed"),
-            Err(err) => warn!(%err, "cannot delete; it goes when the session ends"),
-        }
-        if let Some(settle) = settle {
-            let _ = settle.send(left);
-        }
+    let later = Later {
+        session: session.clone(),
+        client,
+        removal,
+        pending: PendingRemoval::start(),
     };
     let mut removing = Removing {
-        removal: Some(Box::pin(removing.instrument(span))),
-        settled,
+        removal: Some(Box::pin(later.run(true))),
+        left: None,
         session: session.clone(),
     };
     // Polled once here, only to send the first delete now; the task that awaits it polls
@@ -164,23 +147,36 @@ pub(crate) fn spawn_removal(session: &Session, client: Weak<Client>, removal: Re
 /// session's runtime, so that the removal keeps trying whoever stops waiting for it.
 pub(crate) struct Removing {
     /// The removal, until it is done.
-    removal: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
-    /// How the node left, sent once known (maybe before the removal is done: see
-    /// [`connected`]).
-    settled: oneshot::Receiver<Result<Left>>,
+    removal: Option<Pin<Box<dyn Future<Output = Outcome> + Send + Sync>>>,
+    /// How the node left, once known and until it is returned.
+    left: Option<Result<Left>>,
     session: Session,
 }
 
 impl Removing {
     /// Polls the removal, if it is not done, on the session's runtime (its timers are that
-    /// runtime's, whichever task or thread polls).
+    /// runtime's, whichever task or thread polls). A removal that hands back the rest
+    /// ([`Outcome::Later`]) says that the node went with its session, and a task runs the
+    /// rest.
     fn step(&mut self, cx: &mut Context<'_>) {
-        if let Some(removal) = self.removal.as_mut() {
+        let Some(removal) = self.removal.as_mut() else {
+            return;
+        };
+        let outcome = {
             let _runtime = self.session.enter();
-            if removal.as_mut().poll(cx).is_ready() {
-                self.removal = None;
+            match removal.as_mut().poll(cx) {
+                Poll::Ready(outcome) => outcome,
+                Poll::Pending => return,
             }
-        }
+        };
+        self.removal = None;
+        self.left = Some(match outcome {
+            Outcome::Left(left) => left,
+            Outcome::Later(later) => {
+                drop(self.session.spawn(later.finish()));
+                Ok(Left::WithSession)
+            }
+        });
     }
 }
 
@@ -189,109 +185,215 @@ impl Future for Removing {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Left>> {
         self.step(cx);
-        // Only the removal sends, and only while this polls it: no waker is needed here
-        // (one would be woken by the send, for nothing).
-        match self.settled.try_recv() {
-            Ok(left) => Poll::Ready(left),
-            Err(TryRecvError::Empty) => Poll::Pending,
-            // A removal that ended without a word went with its session.
-            Err(TryRecvError::Closed) => Poll::Ready(Ok(Left::WithSession)),
-        }
+        self.left.take().map_or(Poll::Pending, Poll::Ready)
     }
 }
 
 impl Drop for Removing {
     fn drop(&mut self) {
         if let Some(removal) = self.removal.take() {
-            self.session.spawn(removal);
+            drop(self.session.spawn(async move {
+                if let Outcome::Later(later) = removal.await {
+                    later.finish().await;
+                }
+            }));
         }
     }
 }
 
-/// Deletes the node `removal` names until it is gone or its session is.
-async fn remove_until_gone(
+/// How a run of a removal ended.
+enum Outcome {
+    /// How the node left, or why it could not be deleted.
+    Left(Result<Left>),
+    /// The caller waited for as long as the servers keep a session they do not hear from
+    /// with the connection down: to the caller the node went with its session; the rest is
+    /// for a task.
+    Later(Later),
+}
+
+/// A removal to run: its node, on its session.
+struct Later {
+    session: Session,
     client: Weak<Client>,
     removal: Removal,
-    settle: &mut Option<oneshot::Sender<Result<Left>>>,
-) -> Result<Left> {
+    /// Counts it as pending until it is done, across a hand-back.
+    pending: PendingRemoval,
+}
+
+impl Later {
+    /// Deletes the node until it is gone or its session is; `awaited` (a caller waits for
+    /// the outcome), only until the connection has been down for as long as the servers
+    /// keep a session: then the rest is handed back ([`Outcome::Later`]).
+    async fn run(self, awaited: bool) -> Outcome {
+        let Later {
+            session,
+            client,
+            removal,
+            pending,
+        } = self;
+        let span = debug_span!("zk.queue.remove", ?removal);
+        async move {
+            let removed = tokio::select! {
+                biased;
+                () = session.closed() => Removed::Left(Ok(Left::WithSession)),
+                removed = remove_until_gone(client.clone(), removal, awaited) => removed,
+            };
+            // It may run in the caller, maybe a `Drop` while its thread unwinds: an event
+            // then, if the subscriber panics, would abort the process.
+            let panicking = std::thread::panicking();
+            match removed {
+                Removed::Left(left) => {
+                    match &left {
+                        _ if panicking => {}
+                        Ok(left) => debug!(?left, "removed"),
+                        Err(err) => warn!(%err, "cannot delete; it goes when the session ends"),
+                    }
+                    Outcome::Left(left)
+                }
+                Removed::Overdue(removal) => {
+                    if !panicking {
+                        debug!("disconnected for longer than the session lives; deleting later");
+                    }
+                    Outcome::Later(Later {
+                        session,
+                        client,
+                        removal,
+                        pending,
+                    })
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Runs the rest, with no one waiting for it.
+    async fn finish(self) {
+        // Unawaited, a run never hands back.
+        drop(self.run(false).await);
+    }
+}
+
+/// How [`remove_until_gone`] ended.
+enum Removed {
+    /// How the node left, or why it could not be deleted.
+    Left(Result<Left>),
+    /// It was awaited, and the connection stayed down for as long as the servers keep a
+    /// session: what is left to remove.
+    Overdue(Removal),
+}
+
+/// Deletes the node `removal` names until it is gone or its session is; `awaited`, until
+/// the connection has stayed down for as long as the servers keep a session (see
+/// [`connected`]).
+async fn remove_until_gone(client: Weak<Client>, removal: Removal, awaited: bool) -> Removed {
     let Some(client) = client.upgrade() else {
-        return Ok(Left::WithSession); // the session was closed or replaced
+        // The session was closed or replaced.
+        return Removed::Left(Ok(Left::WithSession));
     };
     let (node, signal, owned) = match removal {
         Removal::Node(node, signal) => (node, signal, false),
         Removal::Owned(node) => (node, false, true),
-        Removal::ByUuid { root, uuid } => match find_by_uuid(&client, &root, &uuid, settle).await {
-            Some(Ok(node)) => (Arc::from(node), false, false),
-            Some(Err(left)) => return Ok(left),
-            None => return Ok(Left::AlreadyGone),
-        },
+        Removal::ByUuid { root, uuid } => {
+            match find_by_uuid(&client, &root, &uuid, awaited).await {
+                Found::Node(node) => (Arc::from(node), false, false),
+                Found::Left(left) => return Removed::Left(Ok(left)),
+                Found::Overdue => return Removed::Overdue(Removal::ByUuid { root, uuid }),
+            }
+        }
     };
     let mut pause = FIRST_PAUSE;
     // The first delete goes out at once if it can, before anything that waits.
     let mut connected_now = client.state() == SessionState::SyncConnected;
     loop {
-        if !std::mem::take(&mut connected_now) && !connected(&client, settle).await {
-            return Ok(Left::WithSession);
+        if !std::mem::take(&mut connected_now) {
+            match connected(&client, awaited).await {
+                Connection::Up => {}
+                Connection::Ended => return Removed::Left(Ok(Left::WithSession)),
+                Connection::Overdue => {
+                    return Removed::Overdue(match owned {
+                        true => Removal::Owned(node),
+                        false => Removal::Node(node, signal),
+                    })
+                }
+            }
         }
         let removed = match owned {
             true => remove_owned(&client, &node).await,
             false => remove(&client, &node, signal).await,
         };
         match removed {
-            Ok(()) => return Ok(Left::Deleted),
-            Err(zookeeper_client::Error::NoNode) => return Ok(Left::AlreadyGone),
+            Ok(()) => return Removed::Left(Ok(Left::Deleted)),
+            Err(zookeeper_client::Error::NoNode) => return Removed::Left(Ok(Left::AlreadyGone)),
             Err(err) if outcome_unknown(&err) => {
                 debug!(%err, ?pause, "outcome of the delete unknown; sending it again");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(MAX_PAUSE);
             }
             Err(err) => {
-                return match Error::at(&node, err) {
+                return Removed::Left(match Error::at(&node, err) {
                     Error::SessionExpired | Error::Closed => Ok(Left::WithSession),
                     err => Err(err),
-                }
+                })
             }
         }
     }
 }
 
-/// Waits until `client` is connected (`true`) or its session ended (`false`). Once it
-/// has waited for as long as the servers keep a session they do not hear from, it tells
-/// the waiting caller, through `settle`, that the node went with its session, and waits on.
-async fn connected(client: &Client, settle: &mut Option<oneshot::Sender<Result<Left>>>) -> bool {
+/// What a wait for the connection found.
+enum Connection {
+    Up,
+    /// The session ended.
+    Ended,
+    /// The connection stayed down for as long as the servers keep a session they do not
+    /// hear from ([`gone_after`]), and a caller waits: it is told that the node went with
+    /// its session.
+    Overdue,
+}
+
+/// Waits until `client` is connected or its session ended; with a caller that `awaited`
+/// the removal, at most for as long as the servers keep a session they do not hear from.
+async fn connected(client: &Client, awaited: bool) -> Connection {
     let reconnecting = reconnected(client);
-    tokio::pin!(reconnecting);
-    if settle.is_some() {
-        // The removal itself goes on in the background after that, until the node is
-        // gone or the client learns that its session ended.
-        let gone_after = gone_after(client.session_timeout());
-        tokio::select! {
-            back = &mut reconnecting => return back.is_ok(),
-            () = tokio::time::sleep(gone_after) => {
-                debug!(?gone_after, "disconnected for longer than the session lives");
-                if let Some(settle) = settle.take() {
-                    let _ = settle.send(Ok(Left::WithSession));
+    let back = match awaited {
+        true => {
+            let gone_after = gone_after(client.session_timeout());
+            tokio::select! {
+                back = reconnecting => back,
+                () = tokio::time::sleep(gone_after) => {
+                    debug!(?gone_after, "disconnected for longer than the session lives");
+                    return Connection::Overdue;
                 }
             }
         }
+        false => reconnecting.await,
+    };
+    match back {
+        Ok(_) => Connection::Up,
+        Err(_) => Connection::Ended,
     }
-    reconnecting.await.is_ok()
 }
 
-/// The node named with `uuid` under `root`, if a create made it (`None`: it made none, or
-/// it is gone); listed once connected, again after each listing whose outcome is unknown.
-/// `Some(Err(left))` if the session ended first, or the root cannot be listed (then the
-/// node, if any, goes with the session).
-async fn find_by_uuid(
-    client: &Client,
-    root: &str,
-    uuid: &Uuid,
-    settle: &mut Option<oneshot::Sender<Result<Left>>>,
-) -> Option<std::result::Result<String, Left>> {
+/// What [`find_by_uuid`] found.
+enum Found {
+    /// The node a create made.
+    Node(String),
+    /// None: it made none, or the node is gone (or goes with the session).
+    Left(Left),
+    /// As [`Connection::Overdue`].
+    Overdue,
+}
+
+/// The node named with `uuid` under `root`, if a create made it; listed once connected,
+/// again after each listing whose outcome is unknown. [`Left::WithSession`] if the session
+/// ended first, or the root cannot be listed (then the node, if any, goes with the session).
+async fn find_by_uuid(client: &Client, root: &str, uuid: &Uuid, awaited: bool) -> Found {
     let mut pause = FIRST_PAUSE;
     loop {
-        if !connected(client, settle).await {
-            return Some(Err(Left::WithSession));
+        match connected(client, awaited).await {
+            Connection::Up => {}
+            Connection::Ended => return Found::Left(Left::WithSession),
+            Connection::Overdue => return Found::Overdue,
         }
         // The sync makes the listing show a create that the lost reply was about.
         let listed = match client.sync(root).await {
@@ -300,9 +402,12 @@ async fn find_by_uuid(
         };
         match listed {
             Ok(children) => {
-                return find_own(&children, uuid).map(|name| Ok(path::join(root, name)))
+                return match find_own(&children, uuid) {
+                    Some(name) => Found::Node(path::join(root, name)),
+                    None => Found::Left(Left::AlreadyGone),
+                }
             }
-            Err(zookeeper_client::Error::NoNode) => return None,
+            Err(zookeeper_client::Error::NoNode) => return Found::Left(Left::AlreadyGone),
             Err(err) if outcome_unknown(&err) => {
                 debug!(%err, ?pause, "cannot list the root yet; again");
                 tokio::time::sleep(pause).await;
@@ -310,7 +415,7 @@ async fn find_by_uuid(
             }
             Err(err) => {
                 warn!(%err, %root, "cannot look for a node whose create reply was lost");
-                return Some(Err(Left::WithSession));
+                return Found::Left(Left::WithSession);
             }
         }
     }

@@ -113,7 +113,7 @@ pub(crate) use contender::{Ticket, Turn};
 pub(crate) use decide::{is_writer, sort_contenders, Blockers};
 pub(crate) use entering::Queue;
 pub(crate) use handoff::{armed, Armed};
-pub(crate) use leaving::{spawn_removal, Left, Removal};
+pub(crate) use leaving::{spawn_removal, Left, Removal, Removing};
 pub(crate) use order::is_contender_name;
 
 /// The most data a contender node may carry: ZooKeeper servers drop a connection whose

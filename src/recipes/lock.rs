@@ -3,6 +3,7 @@
 //! At most one holder at a time across every process, session and task that locks the same
 //! path; waiters are served in order of arrival, each woken alone when its turn comes.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -309,10 +310,10 @@ impl MutexGuard {
     /// Cancel safe: an unfinished release goes on in the background until the node is gone or its
     /// session is.
     pub async fn release(self) -> Result<()> {
-        // Boxed: a caller that awaits an acquisition then the release in one future
-        // reserves room for the larger of the two while it waits (such a future: 664
-        // bytes, 1,024 unboxed).
-        Box::pin(self.holding.release()).await
+        // Not boxed: it keeps the holding and its removal, less than a waiting `lock()`,
+        // so a caller that awaits an acquisition then the release in one future reserves
+        // no room for it.
+        self.holding.release().await
     }
 
     /// A transaction that commits only while this hold is intact; see [`Fenced`](crate::Fenced).
@@ -400,13 +401,18 @@ impl std::ops::Deref for Shared {
 }
 
 impl Shared {
-    /// Releases the holding if this is the last share; else gives up this share, with
-    /// [`Error::Lost`] if the holding was lost.
-    async fn release(self) -> Result<()> {
-        match Arc::try_unwrap(self.0) {
-            Ok(holding) => holding.release().await,
-            Err(shared) if shared.core().is_lost() => Err(shared.core().lost_error()),
-            Err(_) => Ok(()),
+    /// Releases the holding if this is the last share (at the call: see
+    /// [`Holding::release`]); else gives up this share, with [`Error::Lost`] if the holding
+    /// was lost.
+    fn release(self) -> impl Future<Output = Result<()>> + Send {
+        let mut last = Arc::try_unwrap(self.0).map(Holding::release);
+        async move {
+            // Awaited in place: the release is not moved into the future again.
+            match &mut last {
+                Ok(releasing) => releasing.await,
+                Err(shared) if shared.core().is_lost() => Err(shared.core().lost_error()),
+                Err(_) => Ok(()),
+            }
         }
     }
 }

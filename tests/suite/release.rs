@@ -5,7 +5,8 @@
 //! * A release lost with the connection, again and again, finishes; a give-up lost with it
 //!   leaves nothing behind.
 //! * `release()` and `resign()` on a cut connection wait for it and succeed; a `release()`
-//!   dropped meanwhile still finishes, and one awaited on a runtime without timers too.
+//!   dropped meanwhile still finishes, and one awaited on a runtime without timers too; one
+//!   cut for longer than the session lives returns with the connection still down.
 //! * A guard dropped outside a runtime releases, with the connection up or cut; a dropped
 //!   guard is gone for its session's next request; a re-entered share released after a loss
 //!   says lost.
@@ -168,6 +169,20 @@ async fn a_release_on_a_cut_connection_waits_for_it_and_succeeds() {
     cut.proxy.restore();
     let released = bounded("the release", PATIENCE, releasing).await.unwrap();
     assert!(released.is_ok(), "release: {released:?}");
+    the_next_holds(cut.queue.waiter, &cut.queue.observer, &cut.root).await;
+}
+
+/// A holder whose connection stays cut for longer than the servers keep its session:
+/// `release()` returns `Ok` (the node went with its session) with the connection still
+/// down; once it is back, nothing of the holder is left and the waiter holds. (The
+/// removal ends either by its early answer or once the client learns that its session
+/// ended: this test does not tell which.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_cut_for_longer_than_the_session_lives_returns() {
+    let cut = CutHolder::new("release-cut-long", SESSION_TIMEOUT).await;
+    let released = bounded("the release", PATIENCE, cut.queue.guard.release()).await;
+    assert!(released.is_ok(), "release: {released:?}");
+    cut.proxy.restore();
     the_next_holds(cut.queue.waiter, &cut.queue.observer, &cut.root).await;
 }
 
