@@ -1,7 +1,8 @@
 //! `Cache::sync` attacked: writes acknowledged by another server of an ensemble than the
 //! cache's, many syncs at once and cancelled ones, a sync whose request is in flight when
 //! the connection freezes, a sync pending when the `Session` closes, the root deleted and
-//! made again around syncs, and a cache on a chrooted session.
+//! made again around syncs, and a cache on a chrooted session; and starts that fail or are
+//! cancelled, which must leave no session of the cache's own on the servers.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -288,5 +289,76 @@ async fn a_cache_on_a_chrooted_session_follows_inside_the_chroot() {
     drop(theirs);
     s.close();
     remove_all(outside, &chroot).await;
+    fx.nothing_left().await;
+}
+
+/// The sessions `zk`'s one server keeps, by id, as its `dump` lists them.
+async fn sessions_on(zk: &Ensemble) -> std::collections::BTreeSet<String> {
+    let dump = zk.four_letter(0, "dump").await;
+    dump.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|word| word.starts_with("0x") && *word != "0x0")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits (5 s at most: far less than the sessions' timeout, so that an abandoned session
+/// that only expires fails it) until `zk` keeps exactly the sessions `before`.
+async fn await_sessions(zk: &Ensemble, before: &std::collections::BTreeSet<String>, what: &str) {
+    let settled = tokio::time::timeout(Duration::from_secs(5), async {
+        while sessions_on(zk).await != *before {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        settled.is_ok(),
+        "{what}: the server keeps {:?}, not {before:?}",
+        sessions_on(zk).await
+    );
+}
+
+/// Starts that fail (the root's children may not be listed) or are cancelled at any point
+/// leave no session of the cache's own on the server: each is closed, not left to expire;
+/// and so do cancelled connects of a `Session`. (A cache's connect cut off between its
+/// request and the server's answer left a session that only expired, a session timeout
+/// later.)
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_and_cancelled_starts_leave_no_session() {
+    let zk = Ensemble::start(1).await;
+    let lasting = Duration::from_secs(30);
+    let fx = Fixture::new(&zk, "cache-start-leak", 1, lasting).await;
+    let (root, client, s) = (&fx.root, &fx.observer, &fx.sessions[0]);
+    let unreadable = zk_harness::all_but(zookeeper_client::Permission::READ);
+    client
+        .create(
+            root,
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::new(&unreadable)),
+        )
+        .await
+        .unwrap();
+    make(client, &format!("{root}/a"), b"").await;
+    let before = sessions_on(&zk).await;
+    assert_eq!(before.len(), 2, "{before:?}");
+    let refused = Cache::start(s, root).await;
+    assert!(matches!(refused, Err(Error::NoAuth { .. })), "{refused:?}");
+    await_sessions(&zk, &before, "after a refused start").await;
+    // A path that does not exist: an empty cache, started at once when not cancelled.
+    let missing = unique_root("cache-start-missing");
+    for step in 0..30u64 {
+        let start = Cache::start(s, &missing);
+        drop(tokio::time::timeout(Duration::from_millis(step * 3), start).await);
+    }
+    await_sessions(&zk, &before, "after cancelled starts").await;
+    // The same for the connect of a `Session`, which dials the same way.
+    for step in 0..30u64 {
+        let connect = Session::builder()
+            .session_timeout(lasting)
+            .connect(&fx.hosts);
+        drop(tokio::time::timeout(Duration::from_millis(step * 3), connect).await);
+    }
+    await_sessions(&zk, &before, "after cancelled connects").await;
+    client.delete(&format!("{root}/a"), None).await.unwrap();
+    client.delete(root, None).await.unwrap();
     fx.nothing_left().await;
 }
