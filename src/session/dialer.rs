@@ -109,7 +109,8 @@ impl Dialer {
     /// * [`Error::Unreachable`] if no session was made within the connection timeout.
     ///
     /// # Cancel safety
-    /// Cancel safe: a dropped dial leaves no session behind.
+    /// Cancel safe: a dropped dial leaves no session behind (a round under way runs to its
+    /// end by itself, and the session it made, if any, is closed at once).
     pub(super) async fn dial(&self, target: &str) -> Result<Client> {
         let deadline = Instant::now() + self.connection_timeout;
         let mut pause = FIRST_PAUSE;
@@ -144,13 +145,25 @@ impl Dialer {
     }
 
     /// One round: every host tried once.
+    ///
+    /// The round runs as a task of its own, to its end even if the dial is dropped (or runs
+    /// out of time): a connect cut off between its request and the servers' answer would
+    /// leave the session they made on them until it expired, unknown to anyone, while a
+    /// client that made it is dropped with the task's output and its session closed.
     async fn round(&self, target: &str) -> std::result::Result<Client, zookeeper_client::Error> {
         let connector = self.connector.clone();
-        match self.secure {
-            #[cfg(feature = "tls")]
-            true => connector.secure_connect(target).await,
-            _ => connector.connect(target).await,
-        }
+        let (target, secure) = (target.to_owned(), self.secure);
+        let round = tokio::spawn(async move {
+            match secure {
+                #[cfg(feature = "tls")]
+                true => connector.secure_connect(&target).await,
+                _ => connector.connect(&target).await,
+            }
+        });
+        // A round that panicked or whose runtime shut down made no session.
+        round
+            .await
+            .unwrap_or(Err(zookeeper_client::Error::ClientClosed))
     }
 
     /// `client` back if the servers authenticated its session as the SASL user asked for (or

@@ -627,6 +627,9 @@ async fn a_fenced_decision_commits_only_if_the_nodes_read_are_unchanged() {
 #[path = "cache/faults.rs"]
 mod faults;
 
+#[path = "cache/sync.rs"]
+mod sync;
+
 #[cfg(feature = "tls")]
 #[path = "cache/secure.rs"]
 mod secure;

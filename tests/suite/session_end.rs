@@ -226,3 +226,38 @@ fn a_hold_on_a_session_whose_runtime_went_is_lost() {
         drop(ensemble);
     });
 }
+
+/// A first connect while its one server restarts (killed, then started again, its client
+/// port opening while it starts up): connects begun every 100 ms throughout, each with a
+/// connection timeout longer than the restart, all make a session once the server serves.
+/// A server starting up is no proof that the TLS settings are refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_first_connect_during_a_server_restart_waits_for_it() {
+    let server = Ensemble::start(1).await;
+    let hosts = server.connect_string();
+    for round in 0..3 {
+        server.kill(0);
+        let connects = async {
+            let mut dials = Vec::new();
+            for _ in 0..40 {
+                let hosts = hosts.clone();
+                dials.push(tokio::spawn(async move {
+                    Session::builder()
+                        .session_timeout(SESSION_TIMEOUT)
+                        .connection_timeout(Duration::from_secs(40))
+                        .connect(&hosts)
+                        .await
+                }));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            dials
+        };
+        let ((), dials) = tokio::join!(server.restart(0), connects);
+        for dial in dials {
+            match bounded("a connect ends", PATIENCE * 2, dial).await.unwrap() {
+                Ok(s) => drop(s.close()),
+                Err(err) => panic!("round {round}: a connect during a restart failed: {err:?}"),
+            }
+        }
+    }
+}
