@@ -90,11 +90,11 @@ async fn run(shared: &Shared, apart: Apart, first: oneshot::Sender<Result<()>>) 
 }
 
 /// Sets the watch on `client` (then drops `previous`, the watch of an earlier connection),
-/// walks the subtree and takes in what changed; the cache is synced once this returns, and
-/// the syncs asked for before the walk are done.
+/// syncs the cache's server with the quorum, walks the subtree and takes in what changed;
+/// the cache is synced once this returns, and the syncs asked for before the walk are done.
 ///
 /// # Notable errors
-/// As [`walk::walk`], and as `addWatch`.
+/// As [`walk::walk`], and as `addWatch` and `sync`.
 async fn load(
     shared: &Shared,
     client: &Client,
@@ -107,6 +107,10 @@ async fn load(
         .await
         .map_err(|err| Error::at(root, err))?;
     drop(previous);
+    // The walk reads the cache's server, which may not have applied yet what the quorum
+    // acknowledged to others (a follower lags): after the `sync` it has, so the walk holds
+    // every write acknowledged before the syncs it answers were asked for.
+    walk::sync(client, root).await?;
     let started = Instant::now();
     let seen = walk::walk(client, root, |found| shared.take(found))
         .instrument(debug_span!("zk.cache.resync"))

@@ -40,9 +40,6 @@ async fn end(fx: Fixture, writer: &Client, s: Session, cache: Cache) {
 /// server 2; after each `sync` both hold it, 200 times over, for a node written, made and
 /// deleted.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "defect (flaky, failed 1 run in 48, under load): a deletion acknowledged by \
-            server 0 before Cache::sync was still held by a cache on server 2 after it; cause \
-            not found (the failure message now says what the cache reported of the node)"]
 async fn after_sync_caches_on_other_servers_hold_every_acknowledged_write() {
     let (fx, writer, first, cache) = across("cache-sync-across", 1).await;
     let zk = Ensemble::shared(3).await;
