@@ -16,18 +16,17 @@ use std::time::Instant;
 
 use tokio::sync::SemaphorePermit;
 use tracing::{debug, debug_span, field, warn, Instrument, Span};
-use uuid::Uuid;
 use zookeeper_client::Error::NoNode;
 use zookeeper_client::{Client, CreateMode};
 
-use super::decide::{find_own, sort_contenders, Place, SEQUENCE_DIGITS};
-use super::leaving::{spawn_removal, Removal};
+use super::creating::{children, Creating};
+use super::decide::{sort_contenders, Place};
 use super::{Blockers, Listed, Ticket, Turn, Wait};
 use crate::acl::NodeAcl;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::metrics::{self, NodeKind, Outcome};
 use crate::path;
-use crate::session::{reconnected, retry, root_hash, Session};
+use crate::session::{retry, root_hash, Session};
 
 /// A recipe root, the contender name used under it, who blocks such a contender, and
 /// the ACL of the nodes it creates.
@@ -206,8 +205,7 @@ impl Queue {
     ) -> Result<Ticket> {
         let mut permit = Some(permit);
         let data: &[u8] = &self.id;
-        let mut creating = Creating::new(session, client, self);
-        let client = creating.client.clone();
+        let mut creating = Creating::new(session, client.clone(), self.root.clone());
         let known = session.known_roots();
         let mut root = match known.knows(&self.root, self.root_hash) {
             true => Root::Known,
@@ -241,7 +239,7 @@ impl Queue {
                     let _ = write!(node, "{seq}");
                     let children = match listed {
                         Ok(children) => children,
-                        Err(_) => self.list(&client).await?,
+                        Err(_) => children(&client, &self.root).await?,
                     };
                     Some((node, stat.czxid, children))
                 }
@@ -263,9 +261,7 @@ impl Queue {
                     };
                     None
                 }
-                Err(err) if outcome_unknown(&err) && !wait.is_never() => {
-                    creating.recover(self).await?
-                }
+                Err(err) if outcome_unknown(&err) && !wait.is_never() => creating.recover().await?,
                 Err(err) => return Err(Error::at(&self.root, err)),
             };
             let Some((node, czxid, children)) = made else {
@@ -417,7 +413,7 @@ impl Queue {
     /// Cancel safe.
     pub(crate) async fn listed(&self, session: &Session) -> Result<Vec<Listed>> {
         let client = session.connected()?;
-        let mut names = self.list(&client).await?;
+        let mut names = children(&client, &self.root).await?;
         sort_contenders(&mut names);
         // Sent back to back; a contender that left meanwhile is skipped.
         let reads: Vec<_> = names
@@ -441,14 +437,6 @@ impl Queue {
             contenders.push(Listed { name, data, token });
         }
         Ok(contenders)
-    }
-
-    /// The children of the root (none if it does not exist).
-    async fn list(&self, client: &Client) -> Result<Vec<String>> {
-        match retry(client, || client.list_children(&self.root)).await {
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(Vec::new()),
-            other => other.map_err(|err| err.at_root(&self.root)),
-        }
     }
 }
 
@@ -476,74 +464,6 @@ impl Root {
     /// Whether the next create is to make the root first, in the same round trip.
     fn to_make(self) -> bool {
         matches!(self, Root::Unsure | Root::Missing)
-    }
-}
-
-/// A create in flight: deletes whatever it may have created unless it became a contender.
-struct Creating {
-    session: Session,
-    client: Arc<Client>,
-    root: Arc<str>,
-    uuid: Uuid,
-    armed: bool,
-}
-
-impl Creating {
-    fn new(session: &Session, client: Arc<Client>, queue: &Queue) -> Creating {
-        Creating {
-            session: session.clone(),
-            client,
-            root: queue.root.clone(),
-            uuid: Uuid::new_v4(),
-            armed: true,
-        }
-    }
-
-    /// `ROOT/_c_<uuid>-<name>`, with room for the sequence number the server appends: the
-    /// node's path, allocated once and before the wait.
-    fn prefix(&self, name: &str) -> String {
-        let mut prefix =
-            String::with_capacity(self.root.len() + 41 + name.len() + SEQUENCE_DIGITS + 1);
-        let _ = write!(prefix, "{}/_c_{}-{name}", self.root, self.uuid);
-        prefix
-    }
-
-    /// After a create whose outcome is unknown: the node if it was made, with its token
-    /// and the listing that found it.
-    async fn recover(&mut self, queue: &Queue) -> Result<Option<(String, i64, Vec<String>)>> {
-        let client = self.client.clone();
-        reconnected(&client).await?;
-        retry(&client, || client.sync(&self.root)).await?;
-        let children = queue.list(&client).await?;
-        let Some(name) = find_own(&children, &self.uuid) else {
-            debug!(uuid = %self.uuid, "lost create did not happen; creating again");
-            return Ok(None);
-        };
-        let node = path::join(&self.root, name);
-        match retry(&client, || client.get_data(&node)).await {
-            Ok((_, stat)) => {
-                debug!(%node, "found the node of a create whose reply was lost");
-                Ok(Some((node, stat.czxid, children)))
-            }
-            Err(Error::ZooKeeper(zookeeper_client::Error::NoNode)) => Ok(None),
-            Err(err) => Err(err),
-        }
-    }
-}
-
-impl Drop for Creating {
-    fn drop(&mut self) {
-        if self.armed {
-            let removal = Removal::ByUuid {
-                root: self.root.clone(),
-                uuid: self.uuid,
-            };
-            drop(spawn_removal(
-                &self.session,
-                Arc::downgrade(&self.client),
-                removal,
-            ));
-        }
     }
 }
 

@@ -100,6 +100,7 @@
 //! for its loss and releases it: the queue knows nothing of holds.
 
 mod contender;
+mod creating;
 mod decide;
 mod entering;
 mod handoff;
